@@ -189,7 +189,9 @@ class BearerAuth:
         if scope["type"] == "http":
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             if not hmac.compare_digest(given, self.expected):
-                await JSONResponse({"detail": "unauthorized"}, status_code=401)(scope, receive, send)
+                await JSONResponse({"detail": "unauthorized"}, status_code=401)(
+                    scope, receive, send
+                )
                 return
         await self.app(scope, receive, send)
 

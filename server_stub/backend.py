@@ -11,6 +11,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,11 @@ class ExecutionOutcome(BaseModel):
 
 
 _HTTP_ERROR_CLASSES = frozenset(
-    {"SandboxConnectionException", "SandboxRateLimitException", "PoolStateStoreUnavailableException"}
+    {
+        "SandboxConnectionException",
+        "SandboxRateLimitException",
+        "PoolStateStoreUnavailableException",
+    }
 )
 _HTTP_ERROR_STATUS_CLASSES = frozenset({"SandboxApiException", "SandboxAPIError"})
 _HTTP_ERROR_STATUSES = frozenset({401, 402, 403, 429, 500, 502, 503, 504})
@@ -110,9 +115,8 @@ def classify_error(exc: BaseException) -> RolloutErrorCategory:
     if names & _HTTP_ERROR_CLASSES:
         return RolloutErrorCategory.HTTP_ERROR
     status = getattr(exc, "status_code", None)
-    if names & _HTTP_ERROR_STATUS_CLASSES and isinstance(status, int):
-        if status in _HTTP_ERROR_STATUSES:
-            return RolloutErrorCategory.HTTP_ERROR
+    if names & _HTTP_ERROR_STATUS_CLASSES and status in _HTTP_ERROR_STATUSES:
+        return RolloutErrorCategory.HTTP_ERROR
     return RolloutErrorCategory.AGENT_ERROR
 
 
@@ -187,7 +191,11 @@ class ConcurrencyLimiter:
                 self._slots.release()
 
     def snapshot(self) -> dict[str, int | None]:
-        return {"max_concurrent": self.max_concurrent, "queued": self.queued, "running": self.running}
+        return {
+            "max_concurrent": self.max_concurrent,
+            "queued": self.queued,
+            "running": self.running,
+        }
 
 
 def _deadline_message(phase: str, limit: float | None, queued_sec: float = 0.0) -> str:
@@ -294,11 +302,12 @@ class LocalBackend(ExecutionBackend):
         )
         limit = request.agent_timeout_sec
         # The caller's clock started at admission, so time spent queued comes out of the budget.
-        budget = None if limit is None else max(limit - queued_sec, 0.0)
-        started = time.monotonic()
+        clock = _PhaseClock(
+            "workflow", limit, None if limit is None else max(limit - queued_sec, 0.0), queued_sec
+        )
         failure: Exception | None = None
         sample: RolloutSample | None = None
-        with anyio.move_on_after(budget) as deadline:
+        with anyio.move_on_after(clock.budget) as deadline:
             try:
                 with rollout_ctx:
                     output = _coerce_output(await self.workflow_cls(config).run(ctx))
@@ -312,9 +321,7 @@ class LocalBackend(ExecutionBackend):
                         )
             except Exception as exc:
                 failure = exc
-        return _phase_result(
-            "workflow", limit, budget, started, deadline, failure, sample, queued_sec, request.id
-        )
+        return clock.outcome(deadline, failure, sample, request.id)
 
     async def _run_grader(
         self, request: ExecutionRequest, result: ExecutionResult, artifacts_dir: Path | None
@@ -328,18 +335,16 @@ class LocalBackend(ExecutionBackend):
             artifacts_dir=artifacts_dir,
         )
         # An independent budget: a workflow that used all of its time still gets graded fully.
-        budget = request.grader_timeout_sec
-        started = time.monotonic()
+        limit = request.grader_timeout_sec
+        clock = _PhaseClock("grader", limit, limit)
         failure: Exception | None = None
-        with anyio.move_on_after(budget) as deadline:
+        with anyio.move_on_after(clock.budget) as deadline:
             try:
                 await grader_cls(self.grader_config).grade(grader_ctx)
                 _require_reward(grader_ctx.sample)
             except Exception as exc:
                 failure = exc
-        graded = _phase_result(
-            "grader", budget, budget, started, deadline, failure, grader_ctx.sample, 0.0, request.id
-        )
+        graded = clock.outcome(deadline, failure, grader_ctx.sample, request.id)
         if graded.status != RolloutStatus.SUCCESS:
             # The workflow's sample is kept on a grading failure (the server masks its reward).
             graded.sample = result.sample
@@ -383,36 +388,42 @@ def _require_reward(sample: RolloutSample | None) -> None:
         raise ValueError("Sample has no reward after grading")
 
 
-def _phase_result(
-    phase: str,
-    limit: float | None,
-    budget: float | None,
-    started: float,
-    deadline: anyio.CancelScope,
-    failure: Exception | None,
-    sample: RolloutSample | None,
-    queued_sec: float,
-    rollout_id: str,
-) -> ExecutionResult:
-    """Turn how a phase ended into a result; our own deadline is named as such.
+@dataclass
+class _PhaseClock:
+    """One phase's deadline bookkeeping; built just before the phase starts."""
 
-    A phase that returned after its deadline (it swallowed the cancellation, or blocked the
-    event loop so the deadline could not fire) is a timeout too: success after the caller
-    stopped waiting would be a lie.
-    """
-    overran = budget is not None and time.monotonic() - started > budget
-    if failure is not None:
-        logger.warning("%s of rollout %s failed: %r", phase, rollout_id, failure)
-    if deadline.cancel_called or (failure is None and overran):
-        return ExecutionResult(
-            status=RolloutStatus.FAILURE,
-            err_message=_deadline_message(phase, limit, queued_sec),
-            err_category=RolloutErrorCategory.TIMEOUT,
-        )
-    if failure is not None:
-        return ExecutionResult(
-            status=RolloutStatus.FAILURE,
-            err_message=str(failure),
-            err_category=classify_error(failure),
-        )
-    return ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample)
+    phase: str
+    limit: float | None  # what the caller asked for, named in the message
+    budget: float | None  # what is left of it (less time spent queued)
+    queued_sec: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    def outcome(
+        self,
+        deadline: anyio.CancelScope,
+        failure: Exception | None,
+        sample: RolloutSample | None,
+        rollout_id: str,
+    ) -> ExecutionResult:
+        """Turn how the phase ended into a result; our own deadline is named as such.
+
+        A phase that returned after its deadline (it swallowed the cancellation, or blocked
+        the event loop so the deadline could not fire) is a timeout too: success after the
+        caller stopped waiting would be a lie.
+        """
+        overran = self.budget is not None and time.monotonic() - self.started > self.budget
+        if failure is not None:
+            logger.warning("%s of rollout %s failed: %r", self.phase, rollout_id, failure)
+        if deadline.cancel_called or (failure is None and overran):
+            return ExecutionResult(
+                status=RolloutStatus.FAILURE,
+                err_message=_deadline_message(self.phase, self.limit, self.queued_sec),
+                err_category=RolloutErrorCategory.TIMEOUT,
+            )
+        if failure is not None:
+            return ExecutionResult(
+                status=RolloutStatus.FAILURE,
+                err_message=str(failure),
+                err_category=classify_error(failure),
+            )
+        return ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample)

@@ -48,7 +48,9 @@ class RolloutEntry:
         "waiters",
     )
 
-    def __init__(self, rollout_id: str, lease_length_sec: float, on_expire: Callable[[], None]) -> None:
+    def __init__(
+        self, rollout_id: str, lease_length_sec: float, on_expire: Callable[[], None]
+    ) -> None:
         self.rollout_id = rollout_id
         self.lease = ServerLease(lease_length_sec, on_expire)
         self.progress = RolloutProgress()
@@ -150,7 +152,8 @@ class RolloutRegistry:
         if task.cancelled():
             # Cancelled before its first step: the task never ran our own handler.
             self._finish(
-                entry, RolloutResultResponse(rollout_id=entry.rollout_id, status=RolloutStatus.CANCELLED)
+                entry,
+                RolloutResultResponse(rollout_id=entry.rollout_id, status=RolloutStatus.CANCELLED),
             )
         else:
             if task.exception() is not None:
@@ -205,9 +208,7 @@ class RolloutRegistry:
 
     # -- cancellation ------------------------------------------------------------------------
 
-    def select(
-        self, ids: Iterable[str] | None, prefix: str | None, all_: bool
-    ) -> list[str]:
+    def select(self, ids: Iterable[str] | None, prefix: str | None, all_: bool) -> list[str]:
         if all_:
             return list(self.entries)
         if prefix is not None:
@@ -284,4 +285,3 @@ class RolloutRegistry:
 def _settle(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-

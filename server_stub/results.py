@@ -44,9 +44,9 @@ def json_fit(value: Any) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 continue
-            item = json_fit(item)
-            if item is not _DROP:
-                fitted[clean_text(key)] = item
+            fitted_item = json_fit(item)
+            if fitted_item is not _DROP:
+                fitted[clean_text(key)] = fitted_item
         return fitted
     if isinstance(value, (list, tuple)):
         return [item for item in map(json_fit, value) if item is not _DROP]

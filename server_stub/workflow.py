@@ -82,7 +82,9 @@ class AgentWorkflow(ABC, Generic[TConfig]):
         self.config = config
 
     @abstractmethod
-    async def run(self, ctx: AgentWorkflowContext[TConfig]) -> AgentWorkflowOutput | Messages | None:
+    async def run(
+        self, ctx: AgentWorkflowContext[TConfig]
+    ) -> AgentWorkflowOutput | Messages | None:
         """Return the conversation, or None to use the sample of the registered SampleSource."""
 
 
