@@ -246,7 +246,15 @@ class LocalBackend(ExecutionBackend):
         self.artifact_root: Path | None = Path(root) if root else None
 
     def has_capacity(self) -> bool:
-        return self.max_pending is None or self.limiter.queued < self.max_pending
+        """False once admitting one more would make more than `max_pending` wait for a slot.
+
+        Counts rollouts that already reached the slot queue; one admitted in the same event-loop
+        tick as another is counted from its first step, so a burst can overshoot by that much.
+        """
+        limit, slots = self.max_pending, self.limiter.max_concurrent
+        if limit is None or slots is None:
+            return True
+        return self.limiter.running + self.limiter.queued < slots + limit
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "concurrency": self.limiter.snapshot()}

@@ -478,3 +478,13 @@ async def test_user_lifespan_wraps_the_servers(serve: Serve) -> None:
         assert (await http.get("/health")).status_code == 200
         assert events == ["enter"]
     assert events == ["enter", "exit"]
+
+
+async def test_max_pending_zero_admits_into_free_slots_only(wire: Fixture) -> None:
+    one_slot = AgentWorkflowConfig(name="t", concurrency=ConcurrencyConfig(max_concurrent=1))
+    async with wire(workflow_config=one_slot, max_pending=0) as w:
+        assert (await w.admit("only", metadata={"sleep": 0.3})).status_code == 202
+        await asyncio.sleep(0.05)
+        assert (await w.admit("waits")).status_code == 429
+        await w.until_terminal("only")
+        assert (await w.admit("waits")).status_code == 202

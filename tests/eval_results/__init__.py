@@ -1,0 +1,1 @@
+"""Tests of the eval results folder: journal, manifest, index, logs, metrics, redaction."""

@@ -1,0 +1,254 @@
+"""`metrics.json`: the summary on a fixed journal, checked against numbers worked out by hand."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from core.eval.journal import Journal
+from core.eval.metrics import compute_metrics, metrics_document, pass_at_k
+from core.eval.records import ItemResult
+
+# n = 4 attempts per row, pass threshold 1.0. Rows 0-3 pass 0, 1, 2 and 4 times; row 4 has
+# three skipped attempts and one pending (no record), so 5 * 4 = 20 work items, 19 finished.
+# The first line is superseded by a later record for the same (row, run): last wins.
+FIXED_JOURNAL = """\
+{"row_index":2,"run_index":3,"rollout_id":"old","status":"success","source_row_index":12,"reward":1.0,"tokens":999}
+{"row_index":0,"run_index":0,"rollout_id":"a00","status":"success","source_row_index":10,"reward":0.0,"tokens":10}
+{"row_index":0,"run_index":1,"rollout_id":"a01","status":"failed","source_row_index":10,"error_type":"timeout"}
+{"row_index":0,"run_index":2,"rollout_id":"a02","status":"success","source_row_index":10,"reward":0.5,"tokens":10}
+{"row_index":0,"run_index":3,"rollout_id":"a03","status":"success","source_row_index":10,"reward":0.0,"tokens":10}
+{"row_index":1,"run_index":0,"rollout_id":"a10","status":"success","source_row_index":11,"reward":1.0,"tokens":10}
+{"row_index":1,"run_index":1,"rollout_id":"a11","status":"success","source_row_index":11,"reward":0.0,"tokens":10}
+{"row_index":1,"run_index":2,"rollout_id":"a12","status":"success","source_row_index":11,"reward":0.0,"tokens":10}
+{"row_index":1,"run_index":3,"rollout_id":"a13","status":"success","source_row_index":11,"reward":0.25,"tokens":10}
+{"row_index":2,"run_index":0,"rollout_id":"a20","status":"success","source_row_index":12,"reward":1.0,"tokens":10}
+{"row_index":2,"run_index":1,"rollout_id":"a21","status":"success","source_row_index":12,"reward":1,"tokens":10}
+{"row_index":2,"run_index":2,"rollout_id":"a22","status":"success","source_row_index":12,"reward":0.0,"tokens":10}
+{"row_index":2,"run_index":3,"rollout_id":"a23","status":"failed","source_row_index":12,"tokens":10,"error_type":"agent_error"}
+{"row_index":3,"run_index":0,"rollout_id":"a30","status":"success","source_row_index":13,"reward":1.0,"tokens":10}
+{"row_index":3,"run_index":1,"rollout_id":"a31","status":"success","source_row_index":13,"reward":1.0,"tokens":10}
+{"row_index":3,"run_index":2,"rollout_id":"a32","status":"success","source_row_index":13,"reward":1.0,"tokens":10}
+{"row_index":3,"run_index":3,"rollout_id":"a33","status":"success","source_row_index":13,"reward":1.0,"tokens":10}
+{"row_index":4,"run_index":0,"rollout_id":"a40","status":"skipped","source_row_index":14,"tokens":5}
+{"row_index":4,"run_index":1,"rollout_id":"a41","status":"skipped","source_row_index":14,"reward":1.0,"tokens":5}
+{"row_index":4,"run_index":2,"rollout_id":"a42","status":"skipped","source_row_index":14,"tokens":5}
+"""
+
+
+def _fixed_results(tmp_path: Path) -> list[ItemResult]:
+    path = tmp_path / "events.jsonl"
+    path.write_text(FIXED_JOURNAL)
+    warnings: list[str] = []
+    results = Journal.load(path, on_warning=warnings.append)
+    assert warnings == []
+    return list(results.values())
+
+
+def test_summary_of_the_fixed_journal(tmp_path: Path) -> None:
+    summary = compute_metrics(_fixed_results(tmp_path), total_items=20, n=4, pass_threshold=1.0)
+
+    # Graded rewards (14; the failed items have none, the skipped ones do not count):
+    #   row 0: 0, 0.5, 0   row 1: 1, 0, 0, 0.25   row 2: 1, 1, 0   row 3: 1, 1, 1, 1
+    # sum 7.75; sorted: five 0s, 0.25, 0.5, seven 1s -> median (0.5 + 1) / 2 = 0.75.
+    # sum of squares 7.3125 -> population variance 7.3125/14 - (7.75/14)^2 = 42.3125/196.
+    # pass@k per row (a = 4 attempts, c passes) with 1 - C(4-c, k) / C(4, k):
+    #   k=1: 0, 1/4, 2/4, 1         -> mean 0.4375
+    #   k=2: 0, 1-3/6, 1-1/6, 1     -> (0 + 1/2 + 5/6 + 1) / 4 = 7/12
+    #   k=4: 0, 1, 1, 1             -> 0.75
+    # Row 4 has no non-skipped attempt, so it is in no pass@k average.
+    assert summary == {
+        "total_samples": 19,
+        "skipped": 3,
+        "completed_samples": 16,
+        "failed": 2,
+        "graded": 14,
+        "passed": 7,
+        "pass_rate": 7 / 16,
+        "pass_threshold": 1.0,
+        # 15 of rows 0-3 carry 10 tokens (a01 none), the skipped 5 each; the superseded 999
+        # does not count.
+        "tokens_used": 15 * 10 + 3 * 5,
+        "reward_stats": {
+            "mean": pytest.approx(7.75 / 14),
+            "median": 0.75,
+            "std": pytest.approx(math.sqrt(42.3125 / 196)),
+            "min": 0.0,
+            "max": 1.0,
+        },
+        "n_runs": 4,
+        "pass_at_k": [
+            {"k": 1, "value": pytest.approx(0.4375)},
+            {"k": 2, "value": pytest.approx(7 / 12)},
+            {"k": 4, "value": pytest.approx(0.75)},
+        ],
+    }
+    assert math.isclose(summary["reward_stats"]["std"], 0.46462899, rel_tol=1e-7)
+
+
+def test_the_threshold_decides_what_passes(tmp_path: Path) -> None:
+    summary = compute_metrics(_fixed_results(tmp_path), total_items=20, n=4, pass_threshold=0.25)
+    # Rewards >= 0.25: row 0 one (0.5), row 1 two (1, 0.25), row 2 two, row 3 four.
+    assert summary["passed"] == 9
+    assert summary["pass_rate"] == 9 / 16
+    assert summary["pass_at_k"][0] == {"k": 1, "value": pytest.approx((1 + 2 + 2 + 4) / 16)}
+
+
+def _result(row: int, run: int, status: str = "success", reward: float | None = None) -> ItemResult:
+    return ItemResult(
+        row_index=row,
+        run_index=run,
+        rollout_id=f"r{row}-{run}",
+        status=status,  # type: ignore[arg-type]
+        source_row_index=row,
+        reward=reward,
+        tokens=3,
+    )
+
+
+def test_population_std_not_sample_std() -> None:
+    summary = compute_metrics(
+        [_result(0, 0, reward=0.0), _result(1, 0, reward=1.0)], total_items=2, n=1, pass_threshold=1
+    )
+    assert summary["reward_stats"] == {
+        "mean": 0.5,
+        "median": 0.5,
+        "std": 0.5,
+        "min": 0.0,
+        "max": 1.0,
+    }
+
+
+def test_one_reward_has_zero_spread() -> None:
+    summary = compute_metrics([_result(0, 0, reward=0.3)], total_items=1, n=1, pass_threshold=1)
+    assert summary["reward_stats"] == {
+        "mean": 0.3,
+        "median": 0.3,
+        "std": 0.0,
+        "min": 0.3,
+        "max": 0.3,
+    }
+
+
+def test_empty_input() -> None:
+    assert compute_metrics([], total_items=12, n=4, pass_threshold=1.0) == {
+        "total_samples": 0,
+        "skipped": 0,
+        "completed_samples": 0,
+        "failed": 0,
+        "graded": 0,
+        "passed": 0,
+        "pass_rate": 0.0,
+        "pass_threshold": 1.0,
+        "tokens_used": 0,
+        "reward_stats": {"mean": None, "median": None, "std": None, "min": None, "max": None},
+        "n_runs": 4,
+        "pass_at_k": [],
+    }
+
+
+def test_all_skipped() -> None:
+    results = [_result(row, 0, status="skipped", reward=1.0) for row in range(3)]
+    summary = compute_metrics(results, total_items=3, n=1, pass_threshold=1.0)
+    assert summary["total_samples"] == 3
+    assert summary["skipped"] == 3
+    assert summary["completed_samples"] == 0
+    assert (summary["graded"], summary["passed"], summary["failed"]) == (0, 0, 0)
+    assert summary["pass_rate"] == 0.0
+    assert summary["tokens_used"] == 9
+    assert set(summary["reward_stats"].values()) == {None}
+
+
+def test_all_failed_is_a_zero_pass_rate_not_an_empty_one() -> None:
+    results = [_result(row, 0, status="failed") for row in range(4)]
+    summary = compute_metrics(results, total_items=4, n=1, pass_threshold=1.0)
+    assert (summary["completed_samples"], summary["failed"], summary["graded"]) == (4, 4, 0)
+    assert summary["pass_rate"] == 0.0
+
+
+def test_single_attempt_runs_have_no_pass_at_k() -> None:
+    summary = compute_metrics([_result(0, 0, reward=1.0)], total_items=1, n=1, pass_threshold=1)
+    assert summary["n_runs"] == 1
+    assert summary["pass_at_k"] == []
+
+
+@pytest.mark.parametrize(("n", "ks"), [(2, [1, 2]), (3, [1, 2]), (5, [1, 2, 4]), (8, [1, 2, 4, 8])])
+def test_k_runs_over_powers_of_two_up_to_n(n: int, ks: list[int]) -> None:
+    results = [_result(0, run, reward=float(run % 2)) for run in range(n)]
+    summary = compute_metrics(results, total_items=n, n=n, pass_threshold=1.0)
+    assert [point["k"] for point in summary["pass_at_k"]] == ks
+
+
+def test_rows_short_of_k_attempts_are_left_out_of_that_k() -> None:
+    # Row 0: all 4 attempts, one pass. Row 1: two finished (one pass), one skipped, one pending.
+    results = [_result(0, run, reward=1.0 if run == 0 else 0.0) for run in range(4)]
+    results += [_result(1, 0, reward=1.0), _result(1, 1, reward=0.0)]
+    results += [_result(1, 2, status="skipped")]
+    summary = compute_metrics(results, total_items=8, n=4, pass_threshold=1.0)
+    assert summary["pass_at_k"] == [
+        {"k": 1, "value": pytest.approx((1 / 4 + 1 / 2) / 2)},
+        {"k": 2, "value": pytest.approx(((1 - 3 / 6) + 1.0) / 2)},
+        {"k": 4, "value": pytest.approx(1.0)},  # row 0 only
+    ]
+
+
+def test_pass_at_k_matches_counting_every_draw() -> None:
+    for attempts in range(1, 7):
+        for passes in range(attempts + 1):
+            outcomes = [True] * passes + [False] * (attempts - passes)
+            for k in range(1, attempts + 1):
+                draws = list(itertools.combinations(outcomes, k))
+                expected = sum(any(draw) for draw in draws) / len(draws)
+                assert pass_at_k(attempts, passes, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_rejects_impossible_counts() -> None:
+    with pytest.raises(ValueError):
+        pass_at_k(2, 3, 1)
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+def test_more_results_than_work_items_is_a_bug() -> None:
+    with pytest.raises(ValueError):
+        compute_metrics([_result(0, 0), _result(1, 0)], total_items=1, n=1, pass_threshold=1)
+
+
+def test_the_last_result_for_an_item_wins() -> None:
+    first = _result(0, 0, status="failed")
+    retry = _result(0, 0, reward=1.0)
+    summary = compute_metrics([first, retry], total_items=1, n=1, pass_threshold=1.0)
+    assert (summary["total_samples"], summary["failed"], summary["passed"]) == (1, 0, 1)
+
+
+def test_metrics_document_shape(tmp_path: Path) -> None:
+    summary = compute_metrics(_fixed_results(tmp_path), total_items=20, n=4, pass_threshold=1.0)
+    document = metrics_document(
+        summary,
+        run_name="multiply-20250101-120000",
+        status="incomplete",
+        dataset_name="multiply",
+        model_name="openai/gpt-5-mini",
+        rollout_name="multiply",
+        started_at=datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc),
+        completed_at="2025-01-01T12:01:00.000Z",
+        duration_ms=60_000,
+    )
+    assert list(document) == ["eval_run", "summary"]
+    assert document["eval_run"] == {
+        "name": "multiply-20250101-120000",
+        "status": "incomplete",
+        "dataset_name": "multiply",
+        "model_name": "openai/gpt-5-mini",
+        "rollout_name": "multiply",
+        "duration_ms": 60_000,
+        "started_at": "2025-01-01T12:00:00.000Z",
+        "completed_at": "2025-01-01T12:01:00.000Z",
+    }
+    assert document["summary"] == summary
+    assert json.loads(json.dumps(document, allow_nan=False)) == document
