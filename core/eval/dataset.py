@@ -270,7 +270,8 @@ def _parquet_records(path: Path, source: str) -> _Collected:
         parquet: Any = importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise InputError.single(
-            source, "install pyarrow to read Parquet datasets: pip install pyarrow"
+            source,
+            "reading Parquet datasets needs pyarrow: pip install 'osmosis-tui[parquet]'",
         ) from None
     try:
         table_rows: list[dict[str, Any]] = parquet.read_table(path).to_pylist()

@@ -439,7 +439,7 @@ def test_parquet_without_pyarrow_names_what_to_install(
     path = tmp_path / "d.parquet"
     path.write_bytes(b"PAR1 not really parquet PAR1")
     assert only_problem(path) == (
-        f"{path}: install pyarrow to read Parquet datasets: pip install pyarrow"
+        f"{path}: reading Parquet datasets needs pyarrow: pip install 'osmosis-tui[parquet]'"
     )
 
 
