@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/osmosis-tui serve --demo
+	$(BIN)/osmosis-tui eval
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -8,9 +8,11 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 SERVER_API_KEY_ENV = "OSMOSIS_ROLLOUT_SERVER_API_KEY"
+LLM_API_KEY_ENV = "ROLLOUT_LLM_API_KEY"
 
 
 class UsageError(Exception):
@@ -44,6 +46,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected finite, non-negative seconds, got {text!r}")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
 
 
@@ -148,6 +160,107 @@ def _import_flag(flag: str, spec: str, resolve: Callable[[str], Any]) -> Any:
         raise UsageError(f"{flag} {spec!r}: {exc}") from None
 
 
+def _add_eval(commands: Any) -> None:
+    run = commands.add_parser(
+        "eval",
+        help="run a dataset through rollout servers (the zero-setup demo without arguments)",
+        description="Run every row of a dataset through rollout servers and leave a resumable "
+        "results folder. Without arguments: the bundled demo on an embedded server.",
+    )
+    run.add_argument("config", nargs="?", type=Path, help="Osmosis eval config (TOML)")
+    run.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a running rollout server (repeat for several)",
+    )
+    run.add_argument(
+        "--server-api-key",
+        default=None,
+        help=f"bearer for the rollout servers (default ${SERVER_API_KEY_ENV})",
+    )
+    run.add_argument("--dataset-file", "--dataset", type=Path, help="JSONL, CSV or Parquet")
+    run.add_argument(
+        "--chat-url",
+        help=f"OpenAI-compatible base URL for the rollouts (key from ${LLM_API_KEY_ENV}; "
+        "default: the stub chat endpoint, started in-process)",
+    )
+    run.add_argument("--limit", type=_positive_int, help="the first N selected rows")
+    run.add_argument("--rows", help='row positions, e.g. "3,7,10-20" (0-based)')
+    run.add_argument("--n", type=_positive_int, help="attempts per row")
+    run.add_argument("--max-in-flight", type=_positive_int, help="rollouts in flight at once")
+    run.add_argument("--agent-timeout", type=_seconds, help="workflow deadline per rollout, s")
+    run.add_argument("--grader-timeout", type=_seconds, help="grader deadline per rollout, s")
+    run.add_argument("--pass-threshold", type=_finite, help="reward needed to pass (default 1.0)")
+    run.add_argument("--output", type=Path, default=None, help="results root (.osmosis/evals)")
+    run.add_argument("--name", help="run name; the same name resumes that run")
+    run.add_argument("--fresh", action="store_true", help="move an existing run aside, start over")
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="on resume, also re-run failed and skipped items",
+    )
+    run.add_argument(
+        "--stuck-after", type=_seconds, help="flag rollouts stuck in a phase this long"
+    )
+    run.add_argument(
+        "--headless",
+        action="store_true",
+        help="no dashboard (automatic when stdout is no terminal)",
+    )
+    run.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    run.add_argument(
+        "--on-interrupt",
+        choices=("cancel", "leave"),
+        default="cancel",
+        help="headless Ctrl-C: cancel in-flight rollouts on the server (default) or leave them",
+    )
+    run.set_defaults(handler=_run_eval)
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from core.eval.errors import InputError
+    from core.eval.journal import RunFolderError
+    from core.eval.session import DEFAULT_OUTPUT, EvalRequest, prepare
+
+    if args.fresh and args.retry_failed:
+        raise UsageError("--fresh starts over; --retry-failed resumes: pick one")
+    if args.config is None and not args.server and args.dataset_file is not None:
+        raise UsageError("--dataset-file needs a config or --server (the demo has its own data)")
+    server_key = args.server_api_key or os.environ.get(SERVER_API_KEY_ENV) or None
+    request = EvalRequest(
+        config_path=args.config,
+        servers=tuple(url.rstrip("/") for url in args.server),
+        server_api_key=server_key,
+        dataset_file=args.dataset_file,
+        chat_url=args.chat_url,
+        llm_api_key=os.environ.get(LLM_API_KEY_ENV) or None,
+        limit=args.limit,
+        rows=args.rows,
+        n=args.n,
+        max_in_flight=args.max_in_flight,
+        agent_timeout_sec=args.agent_timeout,
+        grader_timeout_sec=args.grader_timeout,
+        pass_threshold=args.pass_threshold,
+        output=args.output or DEFAULT_OUTPUT,
+        name=args.name,
+        fresh=args.fresh,
+        retry_failed=args.retry_failed,
+        stuck_after_sec=args.stuck_after,
+    )
+    try:
+        plan = prepare(request)
+    except InputError as exc:
+        raise UsageError("bad input:\n" + str(exc)) from None
+    try:
+        from tui.headless import run_headless
+
+        return run_headless(plan, json_output=args.json, on_interrupt=args.on_interrupt)
+    except RunFolderError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="osmosis-tui",
@@ -155,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and an embedded rollout server.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_eval(commands)
     _add_serve(commands)
     return parser
 

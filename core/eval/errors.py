@@ -34,13 +34,18 @@ def _escape_char(char: str) -> str:
     return f"\\U{code:08x}"
 
 
+def terminal_safe(text: str) -> str:
+    """`text` with control and format characters escaped, so it cannot steer a terminal."""
+    return "".join(_escape_char(char) for char in text)
+
+
 def quote_text(text: str, limit: int = 60) -> str:
     """`text` as a short, double-quoted, terminal-safe preview for an error message.
 
     Values from the user's files may be huge or hostile; messages only ever show them through
     this function: at most `limit` characters, with control and format characters escaped.
     """
-    shown = "".join(_escape_char(char) for char in text[:limit])
+    shown = terminal_safe(text[:limit])
     if len(text) > limit:
         return f'"{shown}"… ({len(text)} characters)'
     return f'"{shown}"'

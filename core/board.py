@@ -1,0 +1,356 @@
+"""`RolloutBoard`: every rollout a run knows about, what was observed of it, and what was asked.
+
+The board is the one place a front end reads (DESIGN.md §1): handles report each observed
+status change to it, the eval runner registers rollouts and admission failures, and the
+dashboard or the headless reporter consume *change batches* (the ids changed since their last
+look) at their own pace, so a burst of hundreds of changes costs one repaint, not hundreds.
+No Textual here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from core.handle import RolloutHandle, SkipReason, Transition, describe_error
+from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
+
+if TYPE_CHECKING:
+    from core.client import RolloutClient
+
+# Stuck threshold when no --stuck-after is given: this many times the median finished duration
+# of the same phase, and never less than the floor.
+STUCK_MEDIAN_FACTOR = 3.0
+STUCK_FLOOR_SEC = 30.0
+
+DisplayStatus = Literal[
+    "queued", "running", "grading", "success", "failure", "cancelled", "not_admitted"
+]
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """What was asked of the server for one rollout. The llm_api_key is deliberately absent."""
+
+    initial_messages: tuple[dict[str, Any], ...]
+    chat_completions_url: str
+    label: str | None = None
+    metadata: dict[str, Any] | None = None
+    grade: bool = True
+    agent_timeout_sec: float | None = None
+    grader_timeout_sec: float | None = None
+
+
+@dataclass
+class CancelRequest:
+    """One server-side cancel: when it was asked, what the server said, when it ended."""
+
+    requested_at: float
+    disposition: str | None = None
+    error: str | None = None
+    answered_at: float | None = None
+
+
+@dataclass(eq=False)
+class RolloutRecord:
+    rollout_id: str
+    row_index: int | None
+    run_index: int | None
+    options: RequestOptions | None
+    server: str
+    submitted_at: float
+    handle: RolloutHandle | None = None
+    client: RolloutClient | None = None
+    status: RolloutStatus = RolloutStatus.QUEUED
+    transitions: list[Transition] = field(default_factory=list)
+    latest_result: RolloutResultResponse | None = None
+    cancels: list[CancelRequest] = field(default_factory=list)
+    untracked: bool = False
+    admission_error: str | None = None
+    poll_error: str | None = None
+    polls: int = 0
+    poll_retries: int = 0
+    terminal_at: float | None = None
+
+    @property
+    def display_status(self) -> DisplayStatus:
+        return "not_admitted" if self.admission_error is not None else self.status.value  # type: ignore[return-value]
+
+    @property
+    def finished(self) -> bool:
+        return self.admission_error is not None or self.status in TERMINAL_STATUSES
+
+    @property
+    def in_flight(self) -> bool:
+        """Still running on the server, as far as we know, and still watched by us."""
+        return not self.finished and not self.untracked
+
+    @property
+    def phase_started_at(self) -> float:
+        return self.transitions[-1].at if self.transitions else self.submitted_at
+
+    @property
+    def cancelling(self) -> bool:
+        return bool(self.cancels) and not self.finished
+
+    def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
+        return self.handle.skipped_phases() if self.handle is not None else {}
+
+    def matches(self, text: str) -> bool:
+        """Case-insensitive match on id, row, status, error and label: what the `/` filter uses."""
+        needle = text.casefold()
+        result = self.latest_result
+        haystack = [
+            self.rollout_id,
+            "" if self.row_index is None else f"row {self.row_index}",
+            self.display_status,
+            self.admission_error or "",
+            (result.err_message or "") if result else "",
+            (result.err_category.value if result and result.err_category else ""),
+            (self.options.label or "") if self.options else "",
+        ]
+        return any(needle in part.casefold() for part in haystack)
+
+
+@dataclass(frozen=True)
+class ChangeBatch:
+    """Ids whose records changed since the previous batch, and the batch's number."""
+
+    ids: frozenset[str]
+    version: int
+    added: tuple[str, ...]
+
+
+TransitionListener = Callable[[RolloutRecord, RolloutStatus, float], None]
+
+
+class RolloutBoard:
+    """The run's rollouts by id, in the order they were first seen."""
+
+    def __init__(self, *, stuck_after_sec: float | None = None) -> None:
+        self.started_at = time.monotonic()
+        self.records: dict[str, RolloutRecord] = {}
+        self.stuck_after_sec = stuck_after_sec
+        self._changed: set[str] = set()
+        self._added: list[str] = []
+        self._version = 0
+        self._wakeup = asyncio.Event()
+        # Finished durations per phase, kept sorted so the median is one index away.
+        self._durations: dict[RolloutStatus, list[float]] = {
+            status: []
+            for status in (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
+        }
+        self.transition_listeners: list[TransitionListener] = []
+
+    # -- registering -----------------------------------------------------------------------
+
+    def track(
+        self,
+        handle: RolloutHandle,
+        *,
+        client: RolloutClient | None = None,
+        options: RequestOptions | None = None,
+        row_index: int | None = None,
+        run_index: int | None = None,
+        server: str = "",
+        submitted_at: float | None = None,
+    ) -> RolloutRecord:
+        """Follow a handle: its transitions so far, and from now on each change it observes."""
+        record = RolloutRecord(
+            rollout_id=handle.rollout_id,
+            row_index=row_index,
+            run_index=run_index,
+            options=options,
+            server=server,
+            submitted_at=handle.transitions[0].at if submitted_at is None else submitted_at,
+            handle=handle,
+            client=client,
+        )
+        self._add(record)
+        for transition in handle.transitions:
+            self._apply(record, transition)
+        handle.on_change = self._observe
+        if handle.done():
+            self._observe(handle)
+        return record
+
+    def record_not_admitted(
+        self,
+        rollout_id: str,
+        error: BaseException | str,
+        *,
+        options: RequestOptions | None = None,
+        row_index: int | None = None,
+        run_index: int | None = None,
+        server: str = "",
+    ) -> RolloutRecord:
+        """A rollout the server never accepted (protocol error, admission deadline, refused)."""
+        record = RolloutRecord(
+            rollout_id=rollout_id,
+            row_index=row_index,
+            run_index=run_index,
+            options=options,
+            server=server,
+            submitted_at=time.monotonic(),
+            admission_error=error if isinstance(error, str) else describe_error(error),
+        )
+        record.terminal_at = record.submitted_at
+        self._add(record)
+        return record
+
+    def _add(self, record: RolloutRecord) -> None:
+        self.records[record.rollout_id] = record
+        self._added.append(record.rollout_id)
+        self._mark(record.rollout_id)
+
+    # -- observing -------------------------------------------------------------------------
+
+    def _observe(self, handle: RolloutHandle) -> None:
+        record = self.records.get(handle.rollout_id)
+        if record is None or record.handle is not handle:
+            return
+        for transition in handle.transitions[len(record.transitions) :]:
+            self._apply(record, transition)
+        record.latest_result = handle.latest_result
+        record.polls = handle.polls
+        record.poll_retries = handle.poll_retries
+        record.poll_error = handle.last_poll_error
+        if handle.done() and not handle.result_task.cancelled():
+            error = handle.result_task.exception()
+            if error is not None:
+                record.poll_error = describe_error(error)
+        self._mark(record.rollout_id)
+
+    def _apply(self, record: RolloutRecord, transition: Transition) -> None:
+        if record.transitions:
+            previous = record.transitions[-1]
+            durations = self._durations.get(previous.status)
+            if durations is not None:
+                bisect.insort(durations, transition.at - previous.at)
+        record.transitions.append(transition)
+        record.status = transition.status
+        if transition.status in TERMINAL_STATUSES:
+            record.terminal_at = transition.at
+            for cancel in record.cancels:
+                cancel.answered_at = cancel.answered_at or transition.at
+        for listener in self.transition_listeners:
+            listener(record, transition.status, transition.at)
+
+    def _mark(self, rollout_id: str) -> None:
+        self._changed.add(rollout_id)
+        self._wakeup.set()
+
+    # -- change batches --------------------------------------------------------------------
+
+    def take_changes(self) -> ChangeBatch:
+        """The ids changed since the last call (possibly none); the next batch starts empty."""
+        changed, self._changed = self._changed, set()
+        added, self._added = tuple(self._added), []
+        self._wakeup.clear()
+        self._version += 1
+        return ChangeBatch(frozenset(changed), self._version, added)
+
+    async def wait_for_changes(self) -> None:
+        """Return once something changed after the last `take_changes()`."""
+        await self._wakeup.wait()
+
+    # -- actions ---------------------------------------------------------------------------
+
+    async def cancel_on_server(self, ids: Iterable[str]) -> dict[str, str]:
+        """Ask each rollout's server to cancel it; returns a disposition or an error per id.
+
+        Finished, not-admitted and unknown ids are skipped. The terminal `cancelled` arrives
+        later through polling (an untracked rollout's we will not see).
+        """
+        targets = [r for r in map(self.records.get, ids) if r is not None and r.client is not None]
+        targets = [r for r in targets if not r.finished]
+        answers = await asyncio.gather(*(self._cancel_one(r) for r in targets))
+        return dict(zip((r.rollout_id for r in targets), answers, strict=True))
+
+    async def _cancel_one(self, record: RolloutRecord) -> str:
+        assert record.client is not None
+        request = CancelRequest(requested_at=time.monotonic())
+        record.cancels.append(request)
+        self._mark(record.rollout_id)
+        try:
+            response = await record.client.cancel_rollout(record.rollout_id)
+        except Exception as exc:  # a cancel that failed is shown, never raised into the UI
+            request.error = describe_error(exc)
+            answer = f"error: {request.error}"
+        else:
+            request.disposition = response.dispositions.get(record.rollout_id, "not_found")
+            answer = request.disposition
+        if record.finished:
+            request.answered_at = request.answered_at or time.monotonic()
+        self._mark(record.rollout_id)
+        return answer
+
+    def stop_tracking(self, ids: Iterable[str]) -> list[str]:
+        """Stop polling these rollouts locally; nothing is sent to the server."""
+        stopped = []
+        for record in map(self.records.get, ids):
+            if record is None or record.finished or record.untracked:
+                continue
+            record.untracked = True
+            if record.handle is not None:
+                record.handle.cancel()
+            stopped.append(record.rollout_id)
+            self._mark(record.rollout_id)
+        return stopped
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[RolloutRecord]:
+        return iter(self.records.values())
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def stuck_threshold(self, phase: RolloutStatus) -> float:
+        if self.stuck_after_sec is not None:
+            return self.stuck_after_sec
+        durations = self._durations.get(phase) or []
+        median = durations[len(durations) // 2] if durations else 0.0
+        return max(STUCK_FLOOR_SEC, STUCK_MEDIAN_FACTOR * median)
+
+    def is_stuck(self, record: RolloutRecord, now: float | None = None) -> bool:
+        if not record.in_flight or record.status not in PHASE_ORDER:
+            return False
+        now = time.monotonic() if now is None else now
+        return now - record.phase_started_at > self.stuck_threshold(record.status)
+
+    def counts(self, now: float | None = None) -> Counter[str]:
+        """Rollouts per display status, plus `stuck`, `untracked` and `total`."""
+        now = time.monotonic() if now is None else now
+        counts: Counter[str] = Counter()
+        for record in self.records.values():
+            counts[record.display_status] += 1
+            if record.untracked:
+                counts["untracked"] += 1
+            elif self.is_stuck(record, now):
+                counts["stuck"] += 1
+        counts["total"] = len(self.records)
+        return counts
+
+    def select(
+        self,
+        *,
+        text: str | None = None,
+        statuses: frozenset[str] | None = None,
+        stuck_only: bool = False,
+        now: float | None = None,
+    ) -> list[RolloutRecord]:
+        """Records passing every given filter, in board order."""
+        now = time.monotonic() if now is None else now
+        return [
+            record
+            for record in self.records.values()
+            if (statuses is None or record.display_status in statuses)
+            and (not stuck_only or self.is_stuck(record, now))
+            and (not text or record.matches(text))
+        ]

@@ -1,0 +1,52 @@
+"""The zero-setup parts, served in-process on free loopback ports: server_stub running the demo
+rollout, and the stub chat endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from server_stub.app import create_rollout_server
+from server_stub.backend import LocalBackend
+from server_stub.demo import (
+    ExactMatchGrader,
+    MultiplyWorkflow,
+    aclose_chat_client,
+    demo_chat_settings,
+)
+from server_stub.llm import create_chat_app
+from server_stub.serving import serve_in_loop
+from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
+
+# Slots for the demo: the few long-running rows hold three, the rest keep flowing, and the
+# table has time to show rollouts moving through their phases.
+DEMO_MAX_CONCURRENT = 8
+
+
+@asynccontextmanager
+async def stub_chat_endpoint() -> AsyncIterator[str]:
+    """The stub OpenAI-compatible endpoint; yields the base URL rollouts append paths to."""
+    async with serve_in_loop(create_chat_app(demo_chat_settings())) as url:
+        yield f"{url}/v1"
+
+
+@asynccontextmanager
+async def demo_rollout_server(
+    *, max_concurrent: int = DEMO_MAX_CONCURRENT, artifact_root: Path | None = None
+) -> AsyncIterator[str]:
+    """server_stub with the demo workflow and grader; yields its URL."""
+    backend = LocalBackend(
+        workflow=MultiplyWorkflow,
+        grader=ExactMatchGrader,
+        workflow_config=AgentWorkflowConfig(
+            name="demo", concurrency=ConcurrencyConfig(max_concurrent=max_concurrent)
+        ),
+        artifact_root=artifact_root,
+    )
+    app = create_rollout_server(backend=backend, configure_logging=False)
+    try:
+        async with serve_in_loop(app) as url:
+            yield url
+    finally:
+        await aclose_chat_client()

@@ -1,0 +1,347 @@
+"""The eval runner: a fixed pool of workers sends work items to rollout servers (EVAL.md §4).
+
+Each finished item is journaled before anything else happens to it, so an interrupted or
+killed run loses nothing that finished. Problems that concern the whole run stop dispatching
+and leave the rest pending for a resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import httpx
+
+from core.board import RequestOptions, RolloutBoard, RolloutRecord
+from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
+from core.eval.dataset import DatasetRow
+from core.eval.records import ItemResult, WorkItem
+from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
+from core.handle import describe_error
+from core.types import RolloutResultResponse, RolloutStatus
+
+logger = logging.getLogger(__name__)
+
+# Without both phase timeouts an item may take this long before the runner gives up on it.
+DEFAULT_ITEM_DEADLINE_SEC = 3600.0
+ITEM_DEADLINE_MARGIN_SEC = 60.0
+# How long an interrupt waits for cancelled rollouts to report their end.
+SETTLE_AFTER_CANCEL_SEC = 30.0
+# A work item whose server restarted or went away under it is sent again at most this often.
+MAX_REQUEUES = 2
+
+RunStatus = Literal["complete", "incomplete", "interrupted"]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    chat_completions_url: str
+    llm_api_key: str | None = field(default=None, repr=False)
+    concurrency: int = 1
+    agent_timeout_sec: float | None = None
+    grader_timeout_sec: float | None = None
+
+    @property
+    def item_deadline_sec(self) -> float:
+        if self.agent_timeout_sec is None or self.grader_timeout_sec is None:
+            return DEFAULT_ITEM_DEADLINE_SEC
+        return self.agent_timeout_sec + self.grader_timeout_sec + ITEM_DEADLINE_MARGIN_SEC
+
+
+@dataclass
+class RunOutcome:
+    status: RunStatus
+    problem: str | None = None
+    finished: int = 0
+
+
+class _RunProblem(Exception):
+    """Something that concerns the whole run: stop dispatching, keep what finished."""
+
+
+def classify(
+    item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: int
+) -> ItemResult | None:
+    """The item's outcome, or None when it must stay pending (cancelled)."""
+    status = result.status
+    if status == RolloutStatus.CANCELLED:
+        return None
+    sample = result.sample
+    tokens = _tokens(sample.metrics) if sample is not None else None
+    if status == RolloutStatus.SUCCESS:
+        skipped = sample is not None and sample.remove_sample
+        return ItemResult(
+            row_index=item.row_index,
+            run_index=item.run_index,
+            rollout_id=rollout_id,
+            status="skipped" if skipped else "success",
+            source_row_index=item.source_row_index,
+            reward=None if sample is None or skipped else sample.reward,
+            tokens=tokens,
+            duration_ms=duration_ms,
+            error_type=None,
+        )
+    error_type = (
+        result.err_category.value if result.err_category else result.err_message or "rollout_failed"
+    )
+    return ItemResult(
+        row_index=item.row_index,
+        run_index=item.run_index,
+        rollout_id=rollout_id,
+        status="failed",
+        source_row_index=item.source_row_index,
+        reward=None,
+        tokens=tokens,
+        duration_ms=duration_ms,
+        error_type=error_type,
+    )
+
+
+def _tokens(metrics: dict[str, object]) -> int | None:
+    total = metrics.get("total_tokens")
+    if isinstance(total, (int, float)):
+        return int(total)
+    parts = [metrics.get(key) for key in ("prompt_tokens", "completion_tokens")]
+    numbers = [int(part) for part in parts if isinstance(part, (int, float))]
+    return sum(numbers) if numbers else None
+
+
+class EvalRunner:
+    """Runs work items through a server pool, reporting every rollout to a board."""
+
+    def __init__(
+        self,
+        *,
+        items: Sequence[WorkItem],
+        rows: dict[int, DatasetRow],
+        pool: ServerPool,
+        board: RolloutBoard,
+        settings: RunSettings,
+        on_result: Callable[[ItemResult], None],
+    ) -> None:
+        self.pending: deque[WorkItem] = deque(items)
+        self.rows = rows
+        self.pool = pool
+        self.board = board
+        self.settings = settings
+        self.on_result = on_result
+        self.problem: str | None = None
+        self.interrupted = False
+        self.finished = 0
+        self._requeues: dict[tuple[int, int], int] = {}
+        self._stop_dispatch = asyncio.Event()
+
+    @property
+    def dispatching(self) -> bool:
+        return not self._stop_dispatch.is_set()
+
+    def stop_dispatch(self, problem: str | None = None) -> None:
+        if problem is not None and self.problem is None:
+            self.problem = problem
+            logger.error("stopping the run: %s", problem)
+        self._stop_dispatch.set()
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None:
+        """Stop dispatching; cancel what is in flight on the servers, or leave it to its lease."""
+        self.interrupted = True
+        self.stop_dispatch()
+        in_flight = [record.rollout_id for record in self.board if record.in_flight]
+        if cancel_in_flight:
+            await self.board.cancel_on_server(in_flight)
+        else:
+            self.board.stop_tracking(in_flight)
+
+    async def run(self) -> RunOutcome:
+        watcher = asyncio.create_task(self.pool.watch())
+        try:
+            workers = [
+                asyncio.create_task(self._worker(), name=f"eval-worker-{n}")
+                for n in range(max(1, self.settings.concurrency))
+            ]
+            await asyncio.gather(*workers)
+        finally:
+            watcher.cancel()
+        if self.interrupted:
+            status: RunStatus = "interrupted"
+        elif self.problem is not None or self.pending:
+            status = "incomplete"
+        else:
+            status = "complete"
+        return RunOutcome(status=status, problem=self.problem, finished=self.finished)
+
+    async def _worker(self) -> None:
+        while self.dispatching and self.pending:
+            try:
+                slot = await self._acquire()
+            except AllServersDown as exc:
+                self.stop_dispatch(str(exc))
+                return
+            if slot is None:
+                return
+            if not self.pending:
+                self.pool.release(slot)
+                return
+            item = self.pending.popleft()
+            try:
+                await self._run_item(item, slot)
+            except _RunProblem as exc:
+                self.stop_dispatch(str(exc))
+            finally:
+                self.pool.release(slot)
+
+    async def _acquire(self) -> RolloutServerSlot | None:
+        """A server slot, or None once dispatching stopped while waiting for one."""
+        acquire = asyncio.ensure_future(self.pool.acquire())
+        stopped = asyncio.ensure_future(self._stop_dispatch.wait())
+        await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if acquire.done():
+            slot = acquire.result()
+            if self.dispatching:
+                return slot
+            self.pool.release(slot)
+            return None
+        acquire.cancel()
+        return None
+
+    async def _run_item(self, item: WorkItem, slot: RolloutServerSlot) -> None:
+        row = self.rows[item.row_index]
+        settings = self.settings
+        rollout_id = uuid.uuid4().hex
+        options = RequestOptions(
+            initial_messages=tuple(row.initial_messages()),
+            chat_completions_url=settings.chat_completions_url,
+            label=row.label,
+            metadata=row.metadata,
+            grade=row.grade,
+            agent_timeout_sec=settings.agent_timeout_sec,
+            grader_timeout_sec=settings.grader_timeout_sec,
+        )
+        started = time.monotonic()
+        try:
+            handle = await slot.client.run_rollout_async(
+                list(options.initial_messages),
+                options.chat_completions_url,
+                rollout_id,
+                llm_api_key=settings.llm_api_key,
+                label=row.label,
+                metadata=row.metadata,
+                grade=row.grade,
+                agent_timeout_sec=settings.agent_timeout_sec,
+                grader_timeout_sec=settings.grader_timeout_sec,
+                extra_fields={"row_index": item.row_index, "run_index": item.run_index},
+            )
+        except RolloutProtocolError as exc:
+            self._not_admitted(item, rollout_id, exc, options, slot)
+            if 400 <= exc.status_code < 500:
+                self._finish(item, rollout_id, None, started, error_type="rollout_protocol_error")
+                return
+            raise _RunProblem(f"admission failed on {slot.url}: {exc}") from exc
+        except (RolloutAdmissionTimeoutError, httpx.HTTPError, OSError) as exc:
+            self._not_admitted(item, rollout_id, exc, options, slot)
+            if await self._server_lost(slot, item):
+                return
+            raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
+        record = self.board.track(
+            handle,
+            client=slot.client,
+            options=options,
+            row_index=item.row_index,
+            run_index=item.run_index,
+            server=slot.url,
+            submitted_at=started,
+        )
+        await self._await_result(item, record, slot, started)
+
+    def _not_admitted(
+        self,
+        item: WorkItem,
+        rollout_id: str,
+        error: BaseException,
+        options: RequestOptions,
+        slot: RolloutServerSlot,
+    ) -> None:
+        self.board.record_not_admitted(
+            rollout_id,
+            error,
+            options=options,
+            row_index=item.row_index,
+            run_index=item.run_index,
+            server=slot.url,
+        )
+
+    async def _await_result(
+        self, item: WorkItem, record: RolloutRecord, slot: RolloutServerSlot, started: float
+    ) -> None:
+        handle = record.handle
+        assert handle is not None
+        try:
+            # Shielded: the deadline must not cancel the handle before we cancel on the server.
+            result = await asyncio.wait_for(
+                asyncio.shield(handle.result_task), self.settings.item_deadline_sec
+            )
+        except asyncio.CancelledError:
+            if handle.result_task.cancelled():
+                return  # stopped tracking locally: the item stays pending
+            raise
+        except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
+            await self.board.cancel_on_server([record.rollout_id])
+            handle.cancel()
+            self._finish(
+                item, record.rollout_id, None, started, error_type="item_deadline_exceeded"
+            )
+            return
+        except (RolloutProtocolError, httpx.HTTPError, OSError) as exc:
+            if await self._server_lost(slot, item):
+                return
+            raise _RunProblem(
+                f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
+            ) from exc
+        self._finish(item, record.rollout_id, result, started)
+
+    async def _server_lost(self, slot: RolloutServerSlot, item: WorkItem) -> bool:
+        """After a failure: if the server restarted or went down, send the item again later."""
+        restarts = slot.restarts
+        await self.pool.probe(slot)
+        if slot.state != "down" and slot.restarts == restarts:
+            return False
+        key = (item.row_index, item.run_index)
+        self._requeues[key] = self._requeues.get(key, 0) + 1
+        if self._requeues[key] <= MAX_REQUEUES:
+            self.pending.append(item)
+        return True
+
+    def _finish(
+        self,
+        item: WorkItem,
+        rollout_id: str,
+        result: RolloutResultResponse | None,
+        started: float,
+        *,
+        error_type: str | None = None,
+    ) -> None:
+        duration_ms = int((time.monotonic() - started) * 1000)
+        if result is not None:
+            outcome = classify(item, rollout_id, result, duration_ms)
+            if outcome is None:
+                return  # cancelled: pending for a later resume
+        else:
+            outcome = ItemResult(
+                row_index=item.row_index,
+                run_index=item.run_index,
+                rollout_id=rollout_id,
+                status="failed",
+                source_row_index=item.source_row_index,
+                reward=None,
+                tokens=None,
+                duration_ms=duration_ms,
+                error_type=error_type,
+            )
+        self.finished += 1
+        self.on_result(outcome)

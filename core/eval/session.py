@@ -1,0 +1,535 @@
+"""One `osmosis-tui eval` run from inputs to results folder (EVAL.md), shared by every front end.
+
+`prepare()` checks all inputs without touching the network (bad input → `InputError`, exit 2);
+`EvalSession.run()` starts or reaches the servers, runs what is pending, and writes the
+results. Front ends watch the session's board and its events; they never talk HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from core.board import RolloutBoard, RolloutRecord
+from core.embedded import demo_rollout_server, stub_chat_endpoint
+from core.eval.config import EvalConfig, load_config
+from core.eval.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
+from core.eval.errors import InputError, InputProblem
+from core.eval.journal import (
+    Journal,
+    RunFolder,
+    RunLog,
+    TransitionLog,
+    default_run_name,
+    index_rows,
+    manifest_inputs,
+    validate_run_name,
+    write_index,
+    write_json_atomic,
+)
+from core.eval.launcher import launched_rollout_server
+from core.eval.metrics import compute_metrics, metrics_document
+from core.eval.records import ItemKey, ItemResult, WorkItem
+from core.eval.redact import Redactor
+from core.eval.runner import EvalRunner, RunSettings, RunStatus
+from core.eval.servers import AllServersDown, ServerPool
+from core.types import RolloutStatus
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OUTPUT = Path(".osmosis/evals")
+DEMO_DATASET_NAME = "demo"
+DEFAULT_PASS_THRESHOLD = 1.0
+ServerMode = Literal["servers", "workspace", "embedded"]
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What the user asked for: flags, with config values filled in by `prepare()`."""
+
+    config_path: Path | None = None
+    servers: tuple[str, ...] = ()
+    server_api_key: str | None = field(default=None, repr=False)
+    dataset_file: Path | None = None
+    chat_url: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    limit: int | None = None
+    rows: str | None = None
+    n: int | None = None
+    max_in_flight: int | None = None
+    agent_timeout_sec: float | None = None
+    grader_timeout_sec: float | None = None
+    pass_threshold: float | None = None
+    output: Path = DEFAULT_OUTPUT
+    name: str | None = None
+    fresh: bool = False
+    retry_failed: bool = False
+    stuck_after_sec: float | None = None
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    request: EvalRequest
+    config: EvalConfig | None
+    dataset: Dataset
+    dataset_name: str
+    model_name: str
+    rollout_name: str
+    rows: dict[int, DatasetRow]
+    items: tuple[WorkItem, ...]
+    n: int
+    pass_threshold: float
+    agent_timeout_sec: float | None
+    grader_timeout_sec: float | None
+    batch_size: int | None
+    run_name: str
+    mode: ServerMode
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        return manifest_inputs(
+            model_path=self.model_name,
+            dataset_sha256=self.dataset.sha256,
+            selected_source_rows=[row.source_row_index for row in self.rows.values()],
+            n=self.n,
+            rollout=self.rollout_name,
+            agent_timeout_s=self.agent_timeout_sec,
+            grader_timeout_s=self.grader_timeout_sec,
+        )
+
+
+def prepare(request: EvalRequest) -> EvalPlan:
+    """Load and check every input; all problems found are raised together."""
+    problems: list[InputProblem] = []
+    config: EvalConfig | None = None
+    if request.config_path is not None:
+        try:
+            config = load_config(request.config_path)
+        except InputError as exc:
+            problems.extend(exc.problems)
+    mode: ServerMode = "servers" if request.servers else "workspace" if config else "embedded"
+    dataset_path = _dataset_path(request, config, problems)
+    if request.name is not None:
+        try:
+            validate_run_name(request.name)
+        except ValueError as exc:  # RunFolderError carries the reason
+            problems.append(InputProblem("--name", None, "--name", str(exc)))
+    if problems or dataset_path is None:
+        raise InputError(problems)
+    dataset = load_dataset(dataset_path)
+    limit = request.limit if request.limit is not None else config.limit if config else None
+    positions = parse_rows_spec(request.rows) if request.rows is not None else None
+    selected = select_rows(dataset.rows, limit=limit, rows=positions)
+    if not selected:
+        raise InputError.single(str(dataset_path), "no rows selected")
+    n = request.n if request.n is not None else (config.n if config and config.n else 1)
+    rows = dict(enumerate(selected))
+    items = tuple(
+        WorkItem(row_index=index, run_index=run, source_row_index=row.source_row_index)
+        for index, row in rows.items()
+        for run in range(n)
+    )
+    if config is not None:
+        dataset_name = config.dataset
+    else:
+        dataset_name = dataset_path.stem if mode == "servers" else DEMO_DATASET_NAME
+    stem = request.config_path.stem if request.config_path else dataset_name
+    return EvalPlan(
+        request=request,
+        config=config,
+        dataset=dataset,
+        dataset_name=dataset_name,
+        model_name=config.model_path if config else "osmosis-stub",
+        rollout_name=config.rollout if config else DEMO_DATASET_NAME,
+        rows=rows,
+        items=items,
+        n=n,
+        pass_threshold=_first(
+            request.pass_threshold,
+            config.pass_threshold if config else None,
+            DEFAULT_PASS_THRESHOLD,
+        ),
+        agent_timeout_sec=_first(
+            request.agent_timeout_sec, config.agent_timeout_sec if config else None
+        ),
+        grader_timeout_sec=_first(
+            request.grader_timeout_sec, config.grader_timeout_sec if config else None
+        ),
+        batch_size=config.batch_size if config else None,
+        run_name=request.name or default_run_name(stem),
+        mode=mode,
+    )
+
+
+def _first(*values: Any) -> Any:
+    return next((value for value in values if value is not None), None)
+
+
+def _dataset_path(
+    request: EvalRequest, config: EvalConfig | None, problems: list[InputProblem]
+) -> Path | None:
+    if request.dataset_file is not None:
+        return request.dataset_file
+    if config is not None:
+        path = config.default_dataset_path()
+        if path is None:
+            problems.append(
+                InputProblem(
+                    str(config.path),
+                    None,
+                    "experiment.dataset",
+                    f"no data/{config.dataset}.jsonl or .csv in {config.workspace}; "
+                    "give --dataset-file",
+                )
+            )
+        return path
+    if request.servers:
+        problems.append(
+            InputProblem("--dataset-file", None, None, "give --dataset-file with --server")
+        )
+        return None
+    # The zero-setup demo: the bundled dataset, written where the run's results go.
+    from server_stub.demo import write_demo_dataset
+
+    target = request.output / "demo-dataset.jsonl"
+    if not target.exists():
+        write_demo_dataset(target)
+    return target
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalSummary:
+    """What the end of a run prints (and `--json` returns)."""
+
+    run_name: str
+    status: RunStatus
+    folder: Path
+    total_items: int
+    results: dict[ItemKey, ItemResult]
+    metrics: dict[str, Any]
+    duration_ms: int
+    problem: str | None = None
+    resumed: int = 0
+
+    @property
+    def pending(self) -> int:
+        return self.total_items - len(self.results)
+
+    def count(self, status: str) -> int:
+        return sum(1 for result in self.results.values() if result.status == status)
+
+    def failed_rows(self) -> list[ItemResult]:
+        failed = [r for r in self.results.values() if r.status == "failed"]
+        return sorted(failed, key=lambda r: r.key)
+
+    def to_json(self) -> dict[str, Any]:
+        summary = self.metrics
+        return {
+            "run_name": self.run_name,
+            "status": self.status,
+            "output": str(self.folder),
+            "items": {
+                "total": self.total_items,
+                "done": len(self.results),
+                "ok": self.count("success"),
+                "failed": self.count("failed"),
+                "skipped": self.count("skipped"),
+                "pending": self.pending,
+                "resumed": self.resumed,
+            },
+            "pass_rate": summary["pass_rate"],
+            "pass_threshold": summary["pass_threshold"],
+            "reward": summary["reward_stats"],
+            "pass_at_k": summary["pass_at_k"],
+            "tokens": summary["tokens_used"],
+            "duration_ms": self.duration_ms,
+            "problem": self.problem,
+            "failed_rows": [
+                {
+                    "row_index": r.row_index,
+                    "run_index": r.run_index,
+                    "error_type": r.error_type,
+                    "rollout_id": r.rollout_id,
+                }
+                for r in self.failed_rows()
+            ],
+        }
+
+
+class EvalSession:
+    """Runs one prepared plan. `interrupt()` may be called at any time from the same loop."""
+
+    def __init__(
+        self,
+        plan: EvalPlan,
+        *,
+        on_start: Callable[[str, int, int], None] | None = None,
+        on_result: Callable[[ItemResult], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.board = RolloutBoard(stuck_after_sec=plan.request.stuck_after_sec)
+        self.on_start = on_start or (lambda _name, _todo, _done: None)
+        self.on_result = on_result or (lambda _result: None)
+        self.on_notice = on_notice or (lambda _message: None)
+        self.redactor = Redactor([plan.request.llm_api_key, plan.request.server_api_key])
+        self.pool: ServerPool | None = None
+        self.folder: RunFolder | None = None
+        self.total_to_run = 0
+        self._runner: EvalRunner | None = None
+        self._interrupt: bool | None = None  # requested before the runner existed: cancel?
+        self._log: RunLog | None = None
+
+    @property
+    def runner(self) -> EvalRunner | None:
+        return self._runner
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None:
+        """Stop dispatching; cancel in-flight rollouts on their servers, or leave them be."""
+        if self._runner is None:
+            self._interrupt = cancel_in_flight
+            return
+        await self._runner.interrupt(cancel_in_flight=cancel_in_flight)
+
+    def notice(self, message: str) -> None:
+        message = self.redactor.redact(message)
+        logger.warning("%s", message)
+        self.on_notice(message)
+
+    async def run(self) -> EvalSummary:
+        plan, request = self.plan, self.plan.request
+        started_wall = datetime.now(timezone.utc)
+        started = time.monotonic()
+        folder = RunFolder.open(request.output, plan.run_name, plan.inputs, fresh=request.fresh)
+        self.folder = folder
+        async with AsyncExitStack() as stack:
+            log = stack.enter_context(RunLog(folder.logs_path, self.redactor))
+            self._log = log
+            stack.enter_context(_logging_to(log))
+            done = Journal.load(folder.events_path, on_warning=self.notice)
+            kept = {
+                key: result
+                for key, result in done.items()
+                if not (request.retry_failed and result.status in ("failed", "skipped"))
+            }
+            todo = [item for item in plan.items if item.key not in kept]
+            self.total_to_run = len(todo)
+            log.write(
+                f"run {plan.run_name}: {len(plan.items)} work items, {len(kept)} already done, "
+                f"{len(todo)} to run"
+            )
+            results = dict(kept)
+            self.on_start(plan.run_name, len(todo), len(kept))
+            journal = stack.enter_context(Journal.open(folder.events_path, on_warning=self.notice))
+            transitions = TransitionLog(folder.transitions_path)
+            stack.callback(transitions.close)
+            self._log_transitions(transitions)
+
+            def finished(result: ItemResult) -> None:
+                journal.append(result)  # first: nothing finished is ever lost
+                results[result.key] = result
+                self.on_result(result)
+
+            status: RunStatus = "complete"
+            problem: str | None = None
+            if todo:
+                status, problem = await self._run_items(stack, folder, todo, finished)
+            if status == "complete" and len(results) < len(plan.items):
+                status = "incomplete"
+        return self._write_results(
+            folder, results, kept, status=status, problem=problem, started=(started, started_wall)
+        )
+
+    async def _run_items(
+        self,
+        stack: AsyncExitStack,
+        folder: RunFolder,
+        todo: list[WorkItem],
+        finished: Callable[[ItemResult], None],
+    ) -> tuple[RunStatus, str | None]:
+        plan, request = self.plan, self.plan.request
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(30.0),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+            )
+        )
+        try:
+            chat_url, urls = await self._servers(stack, folder, http)
+            pool = ServerPool.connect(list(urls), http_client=http, api_key=request.server_api_key)
+            pool.listeners.append(lambda slot, event: self.notice(f"server {slot.url} {event}"))
+            self.pool = pool
+            await pool.probe_all()
+        except AllServersDown as exc:
+            return "incomplete", str(exc)
+        except Exception as exc:  # a server that could not start: the run cannot begin
+            return "incomplete", self.redactor.redact(str(exc))
+        runner = EvalRunner(
+            items=todo,
+            rows=plan.rows,
+            pool=pool,
+            board=self.board,
+            settings=RunSettings(
+                chat_completions_url=chat_url,
+                llm_api_key=request.llm_api_key,
+                concurrency=self._concurrency(pool),
+                agent_timeout_sec=plan.agent_timeout_sec,
+                grader_timeout_sec=plan.grader_timeout_sec,
+            ),
+            on_result=finished,
+        )
+        self._runner = runner
+        if self._interrupt is not None:
+            await runner.interrupt(cancel_in_flight=self._interrupt)
+        outcome = await runner.run()
+        await self._settle()
+        return outcome.status, outcome.problem
+
+    async def _servers(
+        self, stack: AsyncExitStack, folder: RunFolder, http: httpx.AsyncClient
+    ) -> tuple[str, tuple[str, ...]]:
+        plan, request = self.plan, self.plan.request
+        chat_url: str = (
+            request.chat_url
+            if request.chat_url
+            else await stack.enter_async_context(stub_chat_endpoint())
+        )
+        if plan.mode == "servers":
+            return chat_url, request.servers
+        if plan.mode == "embedded":
+            url = await stack.enter_async_context(demo_rollout_server())
+            return chat_url, (url,)
+        config = plan.config
+        assert config is not None
+        log = self._log
+        assert log is not None
+        url = await stack.enter_async_context(
+            launched_rollout_server(
+                workspace=config.workspace,
+                rollout=config.rollout,
+                entrypoint=config.entrypoint,
+                env=config.env,
+                artifact_root=folder.trials_dir,
+                log=lambda line: log.write(line, source="launcher"),
+                http_client=http,
+            )
+        )
+        return chat_url, (url,)
+
+    def _concurrency(self, pool: ServerPool) -> int:
+        """--max-in-flight, else batch_size, else the servers' capacity, else 1; capped by it."""
+        capacity = pool.advertised_capacity()
+        wanted = self.plan.request.max_in_flight or self.plan.batch_size or capacity or 1
+        return min(wanted, capacity) if capacity else wanted
+
+    async def _settle(self) -> None:
+        """After an interrupt, wait (bounded) for cancelled rollouts to report their end."""
+        runner = self._runner
+        if runner is None or not runner.interrupted:
+            return
+        tasks = [
+            r.handle.result_task
+            for r in self.board
+            if r.handle is not None and not r.handle.done() and not r.untracked
+        ]
+        if tasks:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=30.0)
+            self.board.stop_tracking(r.rollout_id for r in self.board if r.in_flight)
+
+    def _log_transitions(self, transitions: TransitionLog) -> None:
+        def on_transition(record: RolloutRecord, status: RolloutStatus, at: float) -> None:
+            if record.row_index is not None and record.run_index is not None:
+                transitions.record(
+                    record.rollout_id,
+                    record.row_index,
+                    record.run_index,
+                    status.value,
+                    transitions.elapsed(at),
+                )
+
+        self.board.transition_listeners.append(on_transition)
+
+    def _write_results(
+        self,
+        folder: RunFolder,
+        results: dict[ItemKey, ItemResult],
+        kept: dict[ItemKey, ItemResult],
+        *,
+        status: RunStatus,
+        problem: str | None,
+        started: tuple[float, datetime],
+    ) -> EvalSummary:
+        plan = self.plan
+        started_mono, started_wall = started
+        duration_ms = int((time.monotonic() - started_mono) * 1000)
+        write_index(folder.index_path, index_rows(plan.items, results, resumed=kept.keys()))
+        summary = compute_metrics(
+            results.values(),
+            total_items=len(plan.items),
+            n=plan.n,
+            pass_threshold=plan.pass_threshold,
+        )
+        write_json_atomic(
+            folder.metrics_path,
+            metrics_document(
+                summary,
+                run_name=plan.run_name,
+                status="completed" if status == "complete" else status,
+                dataset_name=plan.dataset_name,
+                model_name=plan.model_name,
+                rollout_name=plan.rollout_name,
+                started_at=started_wall,
+                completed_at=datetime.now(timezone.utc),
+                duration_ms=duration_ms,
+            ),
+        )
+        return EvalSummary(
+            run_name=plan.run_name,
+            status=status,
+            folder=folder.path,
+            total_items=len(plan.items),
+            results=results,
+            metrics=summary,
+            duration_ms=duration_ms,
+            problem=problem,
+            resumed=len(kept),
+        )
+
+
+@contextlib.contextmanager
+def _logging_to(log: RunLog) -> Iterator[None]:
+    """Send this process's log records to the run's logs.txt (and nowhere else) for the run."""
+    root = logging.getLogger()
+    handler = log.handler(logging.INFO)
+    previous_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    # One line per HTTP request would drown the log and cost CPU on the hot path.
+    quiet = [logging.getLogger(name) for name in ("httpx", "httpcore", "uvicorn.access")]
+    levels = [logger_.level for logger_ in quiet]
+    for logger_ in quiet:
+        logger_.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous_level)
+        for logger_, level in zip(quiet, levels, strict=True):
+            logger_.setLevel(level)
+
+
+__all__ = ["EvalPlan", "EvalRequest", "EvalSession", "EvalSummary", "prepare"]
