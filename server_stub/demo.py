@@ -26,13 +26,14 @@ wrong           19   stub "wrong"                                     success, r
 chat_error      12   stub "error"                                     failure, agent_error
 timeout         10   stub "slow:30", timeout 1.5                      failure, timeout
 ungraded        14   `grade: false` on the row                        success, reward null
-stuck            3   sleep 180                                        success, reward 1.0
+stuck            3   sleep 120                                        success, reward 1.0
 ============  =====  ===============================================  ===================
 
 So 218 successes and 22 failures; 185 rows pass (reward 1.0), a pass rate of 185/240 = 77.1 %
 once the stuck rows finish (182/237 = 76.8 % of the rows that are not stuck). With
 `demo_chat_settings()` (latency 50–400 ms) the 237 rows that are not stuck finish in under
-10 s at 16 in flight (about 7 s on a loopback test run); the stuck ones take three minutes.
+10 s at 16 in flight (about 7 s on a loopback test run); the stuck ones take two minutes,
+long enough to be flagged stuck (after 30 s) and cancelled from the dashboard.
 """
 
 from __future__ import annotations
@@ -258,7 +259,7 @@ def answers_match(reply: str | None, label: str | None) -> bool:
 SLOW_SEC = 3.0
 TIMEOUT_BUDGET_SEC = 1.5
 TIMEOUT_STUB_SEC = 30.0
-STUCK_SLEEP_SEC = 180
+STUCK_SLEEP_SEC = 120
 
 # Share of each deliberate outcome; "correct" takes the rest.
 _RATES = {"slow": 0.025, "wrong": 0.08, "chat_error": 0.05, "timeout": 0.04, "ungraded": 0.06}

@@ -254,9 +254,13 @@ def _run_eval(args: argparse.Namespace) -> int:
     except InputError as exc:
         raise UsageError("bad input:\n" + str(exc)) from None
     try:
-        from tui.headless import run_headless
+        if args.headless or not sys.stdout.isatty():
+            from tui.headless import run_headless
 
-        return run_headless(plan, json_output=args.json, on_interrupt=args.on_interrupt)
+            return run_headless(plan, json_output=args.json, on_interrupt=args.on_interrupt)
+        from tui.dashboard import run_dashboard
+
+        return run_dashboard(plan, json_output=args.json)
     except RunFolderError as exc:
         raise UsageError(str(exc)) from None
 

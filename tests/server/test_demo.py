@@ -35,6 +35,7 @@ from server_stub import (
 )
 from server_stub.demo import (
     DEMO_DESIGN,
+    STUCK_SLEEP_SEC,
     ExactMatchGrader,
     MultiplyWorkflow,
     aclose_chat_client,
@@ -326,7 +327,9 @@ def test_demo_rows_follow_the_design() -> None:
     assert sum(r["metadata"].get("stub") == "error" for r in rows) == DEMO_DESIGN.chat_error == 12
     assert sum("timeout" in r["metadata"] for r in rows) == DEMO_DESIGN.timeout == 10
     assert sum(r.get("grade") is False for r in rows) == DEMO_DESIGN.ungraded == 14
-    assert sum(r["metadata"].get("sleep") == 180 for r in rows) == DEMO_DESIGN.stuck == 3
+    assert (
+        sum(r["metadata"].get("sleep") == STUCK_SLEEP_SEC for r in rows) == DEMO_DESIGN.stuck == 3
+    )
     assert DEMO_DESIGN.correct == 176
     assert DEMO_DESIGN.slow == 6
     assert DEMO_DESIGN.failed == 22

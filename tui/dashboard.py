@@ -1,0 +1,32 @@
+"""`osmosis-tui eval` with the dashboard: run the app, then print the results table."""
+
+from __future__ import annotations
+
+import sys
+
+from core.eval.reporter import format_summary
+from core.eval.session import EvalPlan
+from tui.app import create_app
+from tui.eval_source import EvalSource
+
+
+def run_dashboard(plan: EvalPlan, *, json_output: bool) -> int:
+    source = EvalSource(plan)
+    app = create_app(source, export_dir=plan.request.output)
+
+    def notice(message: str) -> None:
+        app.call_later(app.report, message, severity="warning")
+
+    source.on_notice = notice
+    app.run()
+    summary = source.summary
+    if summary is None:
+        print("the run did not finish; what finished is in the results folder", file=sys.stderr)
+        return 1
+    if json_output:
+        import json
+
+        print(json.dumps(summary.to_json()))
+    else:
+        print(format_summary(summary))
+    return 0 if summary.status == "complete" else 1

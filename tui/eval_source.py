@@ -1,0 +1,150 @@
+"""The dashboard's view of a live `osmosis-tui eval` run."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from core.board import RequestOptions
+from core.eval.records import ItemResult
+from core.eval.session import EvalPlan, EvalSession, EvalSummary
+from tui.source import NewRollout, Progress, ServerView
+
+
+class EvalSource:
+    """Runs an `EvalSession` for the dashboard and adds rollouts typed in by hand."""
+
+    def __init__(self, plan: EvalPlan) -> None:
+        self.plan = plan
+        self.session = EvalSession(
+            plan, on_start=self._started, on_result=self._result, on_notice=self._notice
+        )
+        self.board = self.session.board
+        self.summary: EvalSummary | None = None
+        self.on_notice: Callable[[str], None] = lambda _message: None
+        self._done_before = 0
+        self._finished: list[ItemResult] = []
+
+    @property
+    def title(self) -> str:
+        return self.plan.run_name
+
+    @property
+    def subtitle(self) -> str:
+        plan = self.plan
+        return (
+            f"model {plan.model_name} · dataset {plan.dataset_name} · rollout {plan.rollout_name}"
+        )
+
+    @property
+    def read_only(self) -> bool:
+        return False
+
+    @property
+    def finished(self) -> bool:
+        return self.summary is not None
+
+    def _started(self, _name: str, _todo: int, done_before: int) -> None:
+        self._done_before = done_before
+
+    def _result(self, result: ItemResult) -> None:
+        self._finished.append(result)
+
+    def _notice(self, message: str) -> None:
+        self.on_notice(message)
+
+    def progress(self) -> Progress:
+        rewards = [r.reward for r in self._finished if r.reward is not None]
+        threshold = self.plan.pass_threshold
+        completed = [r for r in self._finished if r.status != "skipped"]
+        return Progress(
+            done=self._done_before + len(self._finished),
+            total=len(self.plan.items),
+            passed=sum(1 for r in completed if r.reward is not None and r.reward >= threshold),
+            completed=len(completed),
+            rewards_sum=sum(rewards),
+            rewards_count=len(rewards),
+        )
+
+    def servers(self) -> list[ServerView]:
+        pool = self.session.pool
+        if pool is None:
+            return [ServerView("starting…", "starting")]
+        return [
+            ServerView(slot.url, slot.state, slot.restarts, slot.last_error) for slot in pool.slots
+        ]
+
+    async def run(self) -> None:
+        self.summary = await self.session.run()
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None:
+        await self.session.interrupt(cancel_in_flight=cancel_in_flight)
+
+    async def submit(self, rollout: NewRollout) -> str:
+        messages = []
+        if rollout.system_prompt:
+            messages.append({"role": "system", "content": rollout.system_prompt})
+        messages.append({"role": "user", "content": rollout.prompt})
+        return await self._send(
+            RequestOptions(
+                initial_messages=tuple(messages),
+                chat_completions_url="",
+                label=rollout.label,
+                metadata=None,
+                grade=rollout.grade,
+                agent_timeout_sec=rollout.agent_timeout_sec,
+                grader_timeout_sec=rollout.grader_timeout_sec,
+            ),
+            row_index=None,
+        )
+
+    async def rerun(self, rollout_id: str) -> str:
+        record = self.board.records[rollout_id]
+        if record.options is None:
+            raise ValueError(f"no request is known for {rollout_id}")
+        return await self._send(record.options, row_index=record.row_index)
+
+    async def _send(self, options: RequestOptions, *, row_index: int | None) -> str:
+        """A rollout outside the work items: shown and tracked, not journaled."""
+        runner, pool = self.session.runner, self.session.pool
+        if runner is None or pool is None:
+            raise RuntimeError("the servers are not ready yet")
+        settings = runner.settings
+        slot = await pool.acquire()
+        rollout_id = uuid.uuid4().hex
+        options = RequestOptions(
+            initial_messages=options.initial_messages,
+            chat_completions_url=settings.chat_completions_url,
+            label=options.label,
+            metadata=options.metadata,
+            grade=options.grade,
+            agent_timeout_sec=options.agent_timeout_sec,
+            grader_timeout_sec=options.grader_timeout_sec,
+        )
+        started = time.monotonic()
+        try:
+            handle = await slot.client.run_rollout_async(
+                list(options.initial_messages),
+                options.chat_completions_url,
+                rollout_id,
+                llm_api_key=settings.llm_api_key,
+                label=options.label,
+                metadata=options.metadata,
+                grade=options.grade,
+                agent_timeout_sec=options.agent_timeout_sec,
+                grader_timeout_sec=options.grader_timeout_sec,
+            )
+        except BaseException:
+            pool.release(slot)
+            raise
+        handle.result_task.add_done_callback(lambda _task: pool.release(slot))
+        self.board.track(
+            handle,
+            client=slot.client,
+            options=options,
+            row_index=row_index,
+            server=slot.url,
+            submitted_at=started,
+        )
+        return rollout_id

@@ -1,0 +1,224 @@
+"""Modal screens: y/n confirmation, the quit choice, the help, and a new rollout form."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Static
+
+from tui.source import NewRollout
+
+DIALOG_CSS = """
+{name} {{
+    align: center middle;
+    background: $background 60%;
+}}
+{name} > Vertical {{
+    width: 72;
+    height: auto;
+    max-height: 90%;
+    border: thick $accent;
+    background: $surface;
+    padding: 1 2;
+}}
+{name} Horizontal {{
+    height: auto;
+    align-horizontal: right;
+    margin-top: 1;
+}}
+{name} Button {{
+    margin-left: 1;
+}}
+"""
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; `y`/`n`/`escape` answer it."""
+
+    DEFAULT_CSS = DIALOG_CSS.format(name="ConfirmScreen")
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, question: Text | str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.question)
+            with Horizontal():
+                yield Button("No (n)", id="no")
+                yield Button("Yes (y)", id="yes", variant="error")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class QuitScreen(ModalScreen[str]):
+    """Quitting with rollouts in flight: cancel them, leave them to their leases, or go back."""
+
+    DEFAULT_CSS = DIALOG_CSS.format(name="QuitScreen")
+    BINDINGS = [
+        Binding("c", "choose('cancel')", "Cancel them on the server", id="quit.cancel"),
+        Binding("l", "choose('leave')", "Leave them to their leases", id="quit.leave"),
+        Binding("b,escape", "choose('back')", "Back", id="quit.back"),
+    ]
+
+    def __init__(self, in_flight: int) -> None:
+        super().__init__()
+        self.in_flight = in_flight
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(
+                Text.assemble(
+                    (f"{self.in_flight} rollouts are still in flight.\n\n", "bold"),
+                    "c  cancel them on the server, wait for them to end, then quit\n",
+                    "l  leave them running: the server fails each one when its polling "
+                    "lease expires\n",
+                    "b  back to the dashboard",
+                )
+            )
+            with Horizontal():
+                yield Button("Back (b)", id="back")
+                yield Button("Leave (l)", id="leave", variant="warning")
+                yield Button("Cancel them (c)", id="cancel", variant="error")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(str(event.button.id))
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key binding of the dashboard, with what it does."""
+
+    DEFAULT_CSS = (
+        DIALOG_CSS.format(name="HelpScreen")
+        + """
+    HelpScreen > Vertical { width: 84; }
+    """
+    )
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close")]
+
+    def __init__(
+        self, bindings: Iterable[tuple[str, str]], legend: Iterable[tuple[str, str]]
+    ) -> None:
+        super().__init__()
+        self.bindings_shown = list(bindings)
+        self.legend = list(legend)
+
+    def compose(self) -> ComposeResult:
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(style="bold cyan", no_wrap=True)
+        keys.add_column()
+        for key, description in self.bindings_shown:
+            keys.add_row(key, description)
+        legend = Text("phase track: ", "bold")
+        for glyph, meaning in self.legend:
+            legend.append(f"{glyph} {meaning}   ", "")
+        with Vertical():
+            yield Label(Text("osmosis-tui keys", "bold"))
+            with VerticalScroll():
+                yield Static(keys)
+            yield Static(legend)
+            yield Static(Text("escape, q or ? closes this help", "dim"))
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)
+
+
+def _seconds_or_none(text: str) -> float | None:
+    text = text.strip()
+    if not text:
+        return None
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError
+    return value
+
+
+class NewRolloutScreen(ModalScreen[NewRollout | None]):
+    """`n`: type a prompt (and label, grading, timeouts) and send it as a new rollout."""
+
+    DEFAULT_CSS = (
+        DIALOG_CSS.format(name="NewRolloutScreen")
+        + """
+    NewRolloutScreen Grid {
+        grid-size: 2;
+        grid-columns: 16 1fr;
+        grid-rows: auto;
+        height: auto;
+        grid-gutter: 0 1;
+    }
+    NewRolloutScreen Label { padding-top: 1; }
+    NewRolloutScreen #error { color: $error; height: auto; }
+    """
+    )
+    BINDINGS = [Binding("escape", "cancel", "Close", id="new.close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text("New rollout", "bold"))
+            with Grid():
+                yield Label("prompt")
+                yield Input(placeholder="What is 17 * 23?", id="prompt")
+                yield Label("label")
+                yield Input(placeholder="ground truth (optional)", id="label")
+                yield Label("agent timeout")
+                yield Input(placeholder="seconds (optional)", id="agent")
+                yield Label("grader timeout")
+                yield Input(placeholder="seconds (optional)", id="grader")
+            yield Checkbox("grade it", value=True, id="grade")
+            yield Static("", id="error")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Send", id="send", variant="primary")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def on_input_submitted(self) -> None:
+        self._send()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "send":
+            self._send()
+        else:
+            self.dismiss(None)
+
+    def _send(self) -> None:
+        prompt = self.query_one("#prompt", Input).value
+        label = self.query_one("#label", Input).value
+        error = self.query_one("#error", Static)
+        if not prompt.strip():
+            error.update("the prompt is empty")
+            return
+        try:
+            agent = _seconds_or_none(self.query_one("#agent", Input).value)
+            grader = _seconds_or_none(self.query_one("#grader", Input).value)
+        except ValueError:
+            error.update("timeouts are seconds: a finite number, 0 or more, or empty")
+            return
+        self.dismiss(
+            NewRollout(
+                prompt=prompt,
+                label=label or None,
+                grade=self.query_one("#grade", Checkbox).value,
+                agent_timeout_sec=agent,
+                grader_timeout_sec=grader,
+            )
+        )

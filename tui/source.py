@@ -1,0 +1,87 @@
+"""What the dashboard watches: a live eval session, or a recorded run being replayed.
+
+The dashboard reads only the board and this small interface; it never talks HTTP itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.board import RolloutBoard
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    passed: int
+    completed: int
+    rewards_sum: float
+    rewards_count: int
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.completed if self.completed else None
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.rewards_sum / self.rewards_count if self.rewards_count else None
+
+
+@dataclass(frozen=True)
+class ServerView:
+    url: str
+    state: str  # accepting | draining | down | starting
+    restarts: int = 0
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class NewRollout:
+    """A rollout typed in by hand (`n`)."""
+
+    prompt: str
+    label: str | None
+    grade: bool
+    agent_timeout_sec: float | None
+    grader_timeout_sec: float | None
+    system_prompt: str | None = None
+
+
+class DashboardSource(Protocol):
+    board: RolloutBoard
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def subtitle(self) -> str: ...
+
+    @property
+    def read_only(self) -> bool:
+        """True for replays: nothing can be cancelled, submitted or re-run."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """The work is over (the run ended, or the replay reached its end)."""
+        ...
+
+    def progress(self) -> Progress: ...
+
+    def servers(self) -> list[ServerView]: ...
+
+    async def run(self) -> None:
+        """Drive the work until it ends; the dashboard runs this in a worker."""
+        ...
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None: ...
+
+    async def submit(self, rollout: NewRollout) -> str:
+        """Send a rollout by hand; returns its id."""
+        ...
+
+    async def rerun(self, rollout_id: str) -> str:
+        """Send a finished rollout's request again under a new id; returns the new id."""
+        ...

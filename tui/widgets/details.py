@@ -1,0 +1,175 @@
+"""The details pane: everything known about one rollout, and why it skipped a phase."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from core.board import RolloutBoard, RolloutRecord
+from core.types import RolloutStatus
+from tui.widgets.format import duration, plain, reward, status_text
+from tui.widgets.phase_track import PHASES, SKIP_EXPLANATIONS, phase_track
+
+MAX_MESSAGE_CHARS = 400
+
+
+def _pairs(rows: list[tuple[str, RenderableType]]) -> Table:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "…"
+
+
+def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> RenderableType:
+    """The whole pane's content for one rollout."""
+    result = record.latest_result
+    options = record.options
+    t0 = board.started_at
+    sections: list[RenderableType] = []
+
+    sections.append(
+        _pairs(
+            [
+                ("rollout", plain(record.rollout_id)),
+                ("row / try", Text(f"{record.row_index} / {record.run_index}")),
+                ("server", plain(record.server or "-")),
+                ("status", status_text(record.display_status)),
+                ("phases", phase_track(record)),
+            ]
+        )
+    )
+
+    phases = Table(title="phases", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("phase", "seen at", "lasted", "note"):
+        phases.add_column(column, overflow="fold")
+    seen = {t.status: t for t in record.transitions}
+    skipped = record.skipped_phases()
+    times = [t.at for t in record.transitions]
+    for phase in (*PHASES, record.status if record.status.is_terminal else None):
+        if phase is None:
+            continue
+        transition = seen.get(phase)
+        if transition is not None:
+            position = record.transitions.index(transition)
+            following = times[position + 1] if position + 1 < len(times) else None
+            lasted = (
+                None
+                if phase.is_terminal
+                else (following if following is not None else now) - transition.at
+            )
+            phases.add_row(
+                phase.value,
+                f"+{transition.at - t0:.3f}s",
+                duration(lasted),
+                "current" if phase == record.status and not phase.is_terminal else "",
+            )
+        elif phase in skipped:
+            phases.add_row(
+                Text(phase.value, "dim"),
+                "-",
+                "-",
+                Text(SKIP_EXPLANATIONS[skipped[phase]], "yellow"),
+            )
+        else:
+            phases.add_row(Text(phase.value, "dim"), "-", "-", Text("not yet", "dim"))
+    sections.append(phases)
+
+    if record.admission_error is not None:
+        sections.append(_pairs([("not admitted", plain(record.admission_error, "red"))]))
+
+    if result is not None and result.status != RolloutStatus.QUEUED:
+        sample = result.sample
+        rows: list[tuple[str, RenderableType]] = [
+            ("reward", Text(reward(sample.reward if sample else None))),
+            ("error", plain(result.err_category.value if result.err_category else "-", "red")),
+            ("message", plain(_short(result.err_message or "-"))),
+        ]
+        if sample is not None:
+            if sample.remove_sample:
+                rows.append(("removed", Text("sample removed: counts as skipped", "yellow")))
+            for message in sample.messages[-4:]:
+                role = str(message.get("role", "?"))
+                content = message.get("content")
+                text = content if isinstance(content, str) else json.dumps(content, default=str)
+                rows.append((role, plain(_short(text))))
+            if sample.metrics:
+                rows.append(("metrics", plain(json.dumps(sample.metrics, default=str))))
+        sections.append(Group(Text("result", "bold underline"), _pairs(rows)))
+
+    if options is not None:
+        prompt = options.initial_messages[-1].get("content", "") if options.initial_messages else ""
+        sections.append(
+            Group(
+                Text("request", "bold underline"),
+                _pairs(
+                    [
+                        ("prompt", plain(_short(str(prompt)))),
+                        ("label", plain(options.label if options.label is not None else "-")),
+                        ("grade", Text(str(options.grade).lower())),
+                        ("agent timeout", Text(duration(options.agent_timeout_sec))),
+                        ("grader timeout", Text(duration(options.grader_timeout_sec))),
+                        ("metadata", plain(_short(json.dumps(options.metadata, default=str)))),
+                    ]
+                ),
+            )
+        )
+
+    cancel_rows: list[tuple[str, RenderableType]] = []
+    for cancel in record.cancels:
+        answer = cancel.disposition or (f"failed: {cancel.error}" if cancel.error else "waiting…")
+        ended = f", ended +{cancel.answered_at - t0:.3f}s" if cancel.answered_at else ""
+        cancel_rows.append((f"+{cancel.requested_at - t0:.3f}s", plain(answer + ended)))
+    if record.untracked:
+        cancel_rows.append(
+            ("local", Text("stopped tracking; the server keeps it until its lease ends"))
+        )
+    if cancel_rows:
+        sections.append(Group(Text("cancel history", "bold underline"), _pairs(cancel_rows)))
+
+    health: list[tuple[str, RenderableType]] = [
+        ("polls", Text(f"{record.polls} ok, {record.poll_retries} retried")),
+        ("poll error", plain(record.poll_error or "-", "red" if record.poll_error else "")),
+    ]
+    handle = record.handle
+    if handle is not None and not record.finished:
+        left = handle.lease.remaining(now)
+        health.append(("lease", Text(f"{duration(left)} left" if left > 0 else "expired", "")))
+    sections.append(Group(Text("polling", "bold underline"), _pairs(health)))
+    return Group(*[Group(section, Text("")) for section in sections])
+
+
+class DetailsPane(VerticalScroll):
+    """Shows one rollout; hidden until `enter` picks one."""
+
+    DEFAULT_CSS = """
+    DetailsPane {
+        width: 60;
+        border-left: tall $accent;
+        padding: 0 1;
+        display: none;
+    }
+    DetailsPane.-open {
+        display: block;
+    }
+    """
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(id="details-body")
+
+    def show(self, record: RolloutRecord | None, board: RolloutBoard, now: float) -> None:
+        body = self.query_one("#details-body", Static)
+        if record is None:
+            body.update(Text("no rollout selected", "dim"))
+        else:
+            body.update(describe(record, board, now))

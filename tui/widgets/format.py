@@ -1,0 +1,46 @@
+"""Small, total formatting helpers for the dashboard (every value may be missing)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+STATUS_STYLES = {
+    "queued": "blue",
+    "running": "cyan",
+    "grading": "magenta",
+    "success": "green",
+    "failure": "red",
+    "cancelled": "yellow",
+    "not_admitted": "red",
+}
+
+
+def duration(seconds: float | None) -> str:
+    """`0.4s`, `12s`, `3m05s`, `1h02m`: compact and monotone in width."""
+    if seconds is None:
+        return "-"
+    seconds = max(seconds, 0.0)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def reward(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def plain(text: str, style: str = "") -> Text:
+    """Untrusted text (ids, labels, errors, prompts) as Rich Text: `[` is never markup and
+    control characters cannot reach the terminal."""
+    cleaned = "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+    return Text(cleaned, style=style, no_wrap=True, overflow="ellipsis")
+
+
+def status_text(status: str) -> Text:
+    return Text(status.replace("_", " "), style=STATUS_STYLES.get(status, ""))

@@ -1,0 +1,75 @@
+"""The phase track: queued → running → grading → terminal, one glyph each (DESIGN.md §2).
+
+Pure functions from a board record to Rich text, shared by the table and the details pane.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from core.board import RolloutRecord
+from core.types import RolloutStatus
+
+PHASES = (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
+
+# Glyph and style per state of a phase cell. Styles are theme-neutral ANSI names so that the
+# track reads the same in every theme and in NO_COLOR terminals (the glyph carries the meaning).
+OBSERVED = ("●", "green")
+CURRENT = ("◉", "bold cyan")
+AHEAD = ("·", "dim")
+SKIP_GLYPHS = {
+    "not_observed": ("◌", "yellow"),
+    "not_requested": ("–", "dim"),
+    "ended_early": ("×", "red"),
+}
+TERMINAL_GLYPHS = {
+    RolloutStatus.SUCCESS: ("✔", "bold green"),
+    RolloutStatus.FAILURE: ("✘", "bold red"),
+    RolloutStatus.CANCELLED: ("⊘", "bold yellow"),
+}
+NOT_ADMITTED = ("!", "bold red")
+CONNECTOR = ("─", "dim")
+
+SKIP_EXPLANATIONS = {
+    "not_observed": "happened between two polls (a later phase was seen)",
+    "not_requested": "grading was not requested (grade=false)",
+    "ended_early": "the rollout ended before reaching it",
+}
+
+LEGEND = (
+    ("●", "observed"),
+    ("◉", "current"),
+    ("◌", "not observed"),
+    ("–", "not requested"),
+    ("×", "ended early"),
+    ("·", "not yet"),
+)
+
+
+def phase_cells(record: RolloutRecord) -> list[tuple[str, str]]:
+    """(glyph, style) for queued, running, grading and the terminal cell."""
+    if record.admission_error is not None:
+        return [NOT_ADMITTED, AHEAD, AHEAD, NOT_ADMITTED]
+    seen = {transition.status for transition in record.transitions}
+    skipped = record.skipped_phases()
+    cells: list[tuple[str, str]] = []
+    for phase in PHASES:
+        if phase == record.status and not record.untracked:
+            cells.append(CURRENT)
+        elif phase in seen:
+            cells.append(OBSERVED)
+        elif phase in skipped:
+            cells.append(SKIP_GLYPHS[skipped[phase]])
+        else:
+            cells.append(AHEAD)
+    cells.append(TERMINAL_GLYPHS.get(record.status, AHEAD))
+    return cells
+
+
+def phase_track(record: RolloutRecord) -> Text:
+    track = Text(no_wrap=True, overflow="crop")
+    for index, (glyph, style) in enumerate(phase_cells(record)):
+        if index:
+            track.append(CONNECTOR[0], CONNECTOR[1])
+        track.append(glyph, style)
+    return track

@@ -1,0 +1,129 @@
+"""The header line and the summary strip: servers, status chips, progress, rewards, failures."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+
+from rich.text import Text
+from textual.widgets import Static
+
+from core.board import RolloutBoard
+from tui.source import Progress, ServerView
+from tui.widgets.format import STATUS_STYLES, duration, plain
+
+CHIPS = ("queued", "running", "grading", "success", "failure", "cancelled", "stuck", "untracked")
+SERVER_DOTS = {"accepting": ("●", "green"), "draining": ("●", "yellow"), "down": ("●", "red")}
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[int]) -> str:
+    if not values:
+        return ""
+    top = max(values) or 1
+    return "".join(SPARK[min(len(SPARK) - 1, value * (len(SPARK) - 1) // top)] for value in values)
+
+
+class RunHeader(Static):
+    """Run name, model, each server with a health dot, elapsed time."""
+
+    DEFAULT_CSS = """
+    RunHeader {
+        height: 1;
+        background: $panel;
+        color: $text;
+        padding: 0 1;
+    }
+    """
+
+    def show(self, title: str, subtitle: str, servers: list[ServerView], elapsed: float) -> None:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append("osmosis-tui ", "bold")
+        line.append_text(plain(title, "bold"))
+        line.append("  ")
+        line.append_text(plain(subtitle, "dim"))
+        for server in servers:
+            dot, style = SERVER_DOTS.get(server.state, ("○", "dim"))
+            line.append("  ")
+            line.append(dot, style)
+            line.append(" ")
+            line.append_text(plain(server.url.removeprefix("http://")))
+            if server.state != "accepting":
+                line.append(f" {server.state}", style)
+            if server.restarts:
+                line.append(f" restarted×{server.restarts}", "yellow")
+        line.append(f"  {duration(elapsed)}", "dim")
+        self.update(line)
+
+
+class SummaryStrip(Static):
+    """Chips per status, progress with pass rate and ETA, mean reward, throughput, failures."""
+
+    DEFAULT_CSS = """
+    SummaryStrip {
+        height: 3;
+        padding: 0 1;
+        background: $boost;
+    }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._per_minute: deque[int] = deque(maxlen=30)
+        self._last_done: int | None = None
+
+    def sample_throughput(self, done: int) -> None:
+        """Called every few seconds; keeps finished-per-interval for the sparkline."""
+        if self._last_done is not None:
+            self._per_minute.append(max(done - self._last_done, 0))
+        self._last_done = done
+
+    def show(
+        self, board: RolloutBoard, counts: Counter[str], progress: Progress, elapsed: float
+    ) -> None:
+        chips = Text(no_wrap=True, overflow="ellipsis")
+        for name in CHIPS:
+            count = counts.get(name, 0)
+            style = STATUS_STYLES.get(name, "yellow") if count else "dim"
+            chips.append(f" {name} ", style)
+            chips.append(f"{count}", f"bold {style}" if count else "dim")
+            chips.append("  ")
+        if counts.get("not_admitted"):
+            chips.append(f" not admitted {counts['not_admitted']}", "bold red")
+
+        bar = Text(no_wrap=True, overflow="ellipsis")
+        total = max(progress.total, 1)
+        width = 24
+        filled = min(width, progress.done * width // total)
+        bar.append("█" * filled, "green")
+        bar.append("░" * (width - filled), "dim")
+        bar.append(f" {progress.done}/{progress.total}")
+        if progress.pass_rate is not None:
+            bar.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
+        remaining = progress.total - progress.done
+        if progress.done and remaining > 0 and elapsed > 0:
+            bar.append(f"  ETA {duration(elapsed / progress.done * remaining)}", "dim")
+        mean = progress.mean_reward
+        bar.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
+        spark = sparkline(list(self._per_minute))
+        if spark:
+            bar.append("  done/5s ", "dim")
+            bar.append(spark, "cyan")
+
+        failures = Counter(
+            (
+                record.latest_result.err_category.value
+                if record.latest_result and record.latest_result.err_category
+                else "not admitted"
+                if record.admission_error
+                else "other"
+            )
+            for record in board
+            if record.display_status in ("failure", "not_admitted")
+        )
+        failed = Text(no_wrap=True, overflow="ellipsis")
+        failed.append(" failures ", "dim")
+        if not failures:
+            failed.append("none", "dim")
+        for category, count in failures.most_common():
+            failed.append(f"{category} {count}  ", "red")
+        self.update(Text("\n").join([chips, bar, failed]))
