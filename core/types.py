@@ -15,6 +15,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 POLLING_LEASE_HEADER = "X-Osmosis-Rollout-Lease"
+# Our extension: the status the poller last saw. A server that knows it answers at once when
+# the status has moved on, instead of holding the poll until the *next* change; peers that
+# do not know it ignore it, so official clients and servers are unaffected.
+OBSERVED_STATUS_HEADER = "X-Osmosis-Observed-Status"
 
 MessageDict = dict[str, Any]
 Messages = list[MessageDict]
@@ -196,6 +200,7 @@ class RolloutLifecycle(BaseModel):
 
 __all__ = [
     "PHASE_ORDER",
+    "OBSERVED_STATUS_HEADER",
     "POLLING_LEASE_HEADER",
     "TERMINAL_STATUSES",
     "CancelDisposition",

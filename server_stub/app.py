@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.types import (
+    OBSERVED_STATUS_HEADER,
     POLLING_LEASE_HEADER,
     CancelRolloutsRequest,
     RolloutInitRequest,
@@ -290,12 +291,13 @@ def create_rollout_server(
     async def rollout_result(
         rollout_id: str,
         lease: Annotated[str, Header(alias=POLLING_LEASE_HEADER, min_length=1)],
+        observed: Annotated[str | None, Header(alias=OBSERVED_STATUS_HEADER)] = None,
     ) -> Response:
         arrived = time.monotonic()
         try:
             entry = registry.lookup(rollout_id)
             registry.renew(entry, lease, arrived)
-            if entry.result is None:
+            if entry.result is None and observed in (None, entry.status.value):
                 await registry.wait_for_change(entry)
                 # Retention may have removed it meanwhile; the token is checked again either way.
                 entry = registry.lookup(rollout_id)

@@ -488,3 +488,27 @@ async def test_max_pending_zero_admits_into_free_slots_only(wire: Fixture) -> No
         assert (await w.admit("waits")).status_code == 429
         await w.until_terminal("only")
         assert (await w.admit("waits")).status_code == 202
+
+
+async def test_observed_status_header_answers_at_once_when_the_status_moved_on(
+    wire: Fixture,
+) -> None:
+    """Our extension: a poller that says what it last saw is not held past a change it missed."""
+    async with wire(result_wait_timeout_sec=5, polling_lease_timeout_sec=10) as w:
+        await w.admit("seen", metadata={"sleep": 2})
+        await asyncio.sleep(0.1)  # now running on the server; the poller still thinks queued
+        headers = {
+            "X-Osmosis-Rollout-Lease": w.tokens["seen"],
+            "X-Osmosis-Observed-Status": "queued",
+        }
+        started = time.monotonic()
+        moved_on = await w.http.get("/rollout/seen/result", headers=headers)
+        quick = time.monotonic() - started
+        headers["X-Osmosis-Observed-Status"] = "running"
+        started = time.monotonic()
+        held = await w.http.get("/rollout/seen/result", headers=headers)
+        waited = time.monotonic() - started
+    assert moved_on.json()["status"] == "running"
+    assert quick < 1.0
+    assert held.json()["status"] == "grading"  # held until the next change
+    assert waited > 1.0
