@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.handle import RolloutHandle, SkipReason, Transition, describe_error
+from core.handle import RolloutHandle, Transition, describe_error
+from core.phases import SkipReason, skipped_phases
 from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
 
 if TYPE_CHECKING:
@@ -76,6 +77,12 @@ class RolloutRecord:
     polls: int = 0
     poll_retries: int = 0
     terminal_at: float | None = None
+    #: Whether grading was requested, when no request options are known (replays).
+    recorded_grade: bool | None = None
+
+    @property
+    def grade(self) -> bool | None:
+        return self.options.grade if self.options is not None else self.recorded_grade
 
     @property
     def display_status(self) -> DisplayStatus:
@@ -99,7 +106,9 @@ class RolloutRecord:
         return bool(self.cancels) and not self.finished
 
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
-        return self.handle.skipped_phases() if self.handle is not None else {}
+        return skipped_phases(
+            (transition.status for transition in self.transitions), self.status, grade=self.grade
+        )
 
     def matches(self, text: str) -> bool:
         """Case-insensitive match on id, row, status, error and label: what the `/` filter uses."""
@@ -201,6 +210,37 @@ class RolloutBoard:
         )
         record.terminal_at = record.submitted_at
         self._add(record)
+        return record
+
+    def observe(
+        self,
+        rollout_id: str,
+        status: RolloutStatus,
+        at: float,
+        *,
+        row_index: int | None = None,
+        run_index: int | None = None,
+        grade: bool | None = None,
+        result: RolloutResultResponse | None = None,
+    ) -> RolloutRecord:
+        """A status seen by someone else (a replayed recording): no handle, no actions."""
+        record = self.records.get(rollout_id)
+        if record is None:
+            record = RolloutRecord(
+                rollout_id=rollout_id,
+                row_index=row_index,
+                run_index=run_index,
+                options=None,
+                server="",
+                submitted_at=at,
+                recorded_grade=grade,
+            )
+            self._add(record)
+        if not record.transitions or record.transitions[-1].status != status:
+            self._apply(record, Transition(status, at))
+        if result is not None:
+            record.latest_result = result
+        self._mark(rollout_id)
         return record
 
     def _add(self, record: RolloutRecord) -> None:

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from core.board import RolloutRecord
+from tui.replay import ReplaySource
 from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen, QuitScreen
 from tui.source import DashboardSource, NewRollout
 from tui.widgets.details import DetailsPane
@@ -80,6 +81,9 @@ class DashboardApp(App[None]):
         ),
         _binding("0", "clear_filters", "All", "Clear every filter", show=False),
         _binding("s", "sort", "Sort", "Cycle the sort order"),
+        _binding("full_stop", "step", "Step", "Replay: play one more event while paused"),
+        _binding("plus", "speed(2.0)", "Faster", "Replay: play twice as fast"),
+        _binding("minus", "speed(0.5)", "Slower", "Replay: play half as fast"),
         _binding("p", "pause", "Pause", "Pause or resume repainting"),
         _binding("e", "export", "Export", "Write the shown rows to JSONL and CSV"),
         _binding("l", "event_log", "Log", "Show or hide the event log"),
@@ -259,24 +263,18 @@ class DashboardApp(App[None]):
         live = not self.source.read_only
         if action == "cancel_server":
             return (
-                (live
-                and record is not None
-                and record.in_flight
-                and record.client is not None)
-                or None
-            )
+                live and record is not None and record.in_flight and record.client is not None
+            ) or None
         if action == "untrack":
             return (live and record is not None and record.in_flight) or None
         if action == "rerun":
             return (
-                (live
-                and record is not None
-                and record.finished
-                and record.options is not None)
-                or None
-            )
+                live and record is not None and record.finished and record.options is not None
+            ) or None
         if action in ("new_rollout", "cancel_marked"):
             return live or None
+        if action in ("step", "speed"):
+            return isinstance(self.source, ReplaySource)  # hidden on live runs
         return True
 
     # -- actions -----------------------------------------------------------------------------
@@ -420,7 +418,26 @@ class DashboardApp(App[None]):
         table.rebuild()
         self._update_summary()
 
+    def action_step(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            if not self.source.paused:
+                self.source.toggle_pause()
+            self.source.step()
+
+    def action_speed(self, factor: float) -> None:
+        if isinstance(self.source, ReplaySource):
+            if factor > 1:
+                self.source.faster()
+            else:
+                self.source.slower()
+            self._update_summary()
+
     def action_pause(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            # A replay pauses the recording itself; the screen keeps following it.
+            self.source.toggle_pause()
+            self._update_summary()
+            return
         self.paused = not self.paused
         if not self.paused:
             self.repaint()

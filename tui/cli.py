@@ -265,6 +265,38 @@ def _run_eval(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
 
+def _add_replay(commands: Any) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="play a recorded run back on the dashboard (read-only)",
+        description="Replay RUN_DIR/transitions.jsonl on the dashboard: p pauses, . steps one "
+        "event, + and - change the speed.",
+    )
+    replay.add_argument("transitions", type=Path, help="RUN_DIR/transitions.jsonl (or RUN_DIR)")
+    replay.add_argument("--speed", type=_finite, default=1.0, help="playback speed (default 1)")
+    replay.set_defaults(handler=_run_replay)
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    from tui.replay import ReplayError, ReplaySource
+
+    path: Path = args.transitions
+    if path.is_dir():
+        path = path / "transitions.jsonl"
+    if args.speed <= 0:
+        raise UsageError(f"--speed must be greater than 0, got {args.speed}")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    try:
+        source = ReplaySource(path, speed=args.speed)
+    except ReplayError as exc:
+        raise UsageError(str(exc)) from None
+    from tui.app import create_app
+
+    create_app(source, clock=source.clock, export_dir=path.parent).run()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="osmosis-tui",
@@ -274,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_eval(commands)
     _add_serve(commands)
+    _add_replay(commands)
     return parser
 
 

@@ -573,9 +573,20 @@ class TransitionLog:
         return (self._clock() if at is None else at) - self.started_at
 
     def record(
-        self, rollout_id: str, row_index: int, run_index: int, status: str, t: float
+        self,
+        rollout_id: str,
+        row_index: int,
+        run_index: int,
+        status: str,
+        t: float,
+        *,
+        grade: bool | None = None,
     ) -> None:
-        """An observed status change of one rollout, at `t` seconds since the session start."""
+        """An observed status change of one rollout, at `t` seconds since the session start.
+
+        `grade` (whether grading was asked for) goes on a rollout's first record, so that a
+        replay can tell a grading phase that was not requested from one that was missed.
+        """
         self._write(
             {
                 "kind": "status",
@@ -584,6 +595,7 @@ class TransitionLog:
                 "run_index": run_index,
                 "status": _plain(status),
                 "t": t,
+                "grade": grade,
             }
         )
 

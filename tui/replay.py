@@ -1,0 +1,229 @@
+"""`osmosis-tui replay RUN_DIR/transitions.jsonl`: play a recorded run back on the dashboard.
+
+Read-only: the board is fed from the recording (and, when they sit beside it, the results
+in events.jsonl), at `speed` times the recorded pace; it can be paused and stepped one
+event at a time. This is for debugging phase skips after the fact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.board import RolloutBoard
+from core.eval.journal import Journal, read_transitions
+from core.eval.records import ItemResult
+from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
+from tui.source import NewRollout, Progress, ServerView
+
+# Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
+MAX_GAP_SEC = 5.0
+
+
+@dataclass(frozen=True)
+class ReplayEvent:
+    t: float
+    rollout_id: str
+    status: RolloutStatus
+    row_index: int | None
+    run_index: int | None
+    grade: bool | None
+
+
+class ReplayError(Exception):
+    """The recording cannot be read (the message names the file and why)."""
+
+
+def load_events(path: Path, warnings: list[str]) -> list[ReplayEvent]:
+    """Status records in play order; each recorded session continues where the last ended."""
+    events: list[ReplayEvent] = []
+    offset = 0.0
+    last = 0.0
+    statuses = {status.value: status for status in RolloutStatus}
+    try:
+        records = list(read_transitions(path, on_warning=warnings.append))
+    except OSError as exc:
+        raise ReplayError(f"{path}: {exc.strerror or exc}") from exc
+    for record in records:
+        t = float(record["t"])
+        if record["kind"] == "session":
+            offset = last
+            continue
+        if record["kind"] != "status":
+            continue
+        status = statuses.get(str(record.get("status")))
+        rollout_id = record.get("rollout_id")
+        if status is None or not isinstance(rollout_id, str):
+            warnings.append(f"{path}: skipped a status record without a known status and id")
+            continue
+        last = offset + t
+        grade = record.get("grade")
+        events.append(
+            ReplayEvent(
+                t=last,
+                rollout_id=rollout_id,
+                status=status,
+                row_index=_int_or_none(record.get("row_index")),
+                run_index=_int_or_none(record.get("run_index")),
+                grade=grade if isinstance(grade, bool) else None,
+            )
+        )
+    events.sort(key=lambda event: event.t)
+    return events
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _result_of(item: ItemResult, status: RolloutStatus) -> RolloutResultResponse:
+    """A terminal result rebuilt from the journal: status, reward and error type."""
+    sample = RolloutSample(reward=item.reward) if item.reward is not None else None
+    categories = {category.value: category for category in RolloutErrorCategory}
+    category = categories.get(item.error_type or "")
+    return RolloutResultResponse.model_construct(
+        rollout_id=item.rollout_id,
+        status=status,
+        sample=sample,
+        err_message=None if category else item.error_type,
+        err_category=category,
+    )
+
+
+class ReplaySource:
+    """Feeds a board from a recording; pause, step and speed are the player's controls."""
+
+    def __init__(self, path: Path, *, speed: float = 1.0) -> None:
+        self.path = path
+        self.warnings: list[str] = []
+        self.events = load_events(path, self.warnings)
+        if not self.events:
+            raise ReplayError(f"{path}: no status records to replay")
+        events_file = path.with_name("events.jsonl")
+        self.results: dict[str, ItemResult] = {}
+        if events_file.exists():
+            loaded = Journal.load(events_file, on_warning=self.warnings.append)
+            self.results = {item.rollout_id: item for item in loaded.values()}
+        self.board = RolloutBoard()
+        self.speed = speed
+        self.paused = False
+        self.position = 0
+        self._origin = self.events[0].t
+        self._played = 0.0  # recording seconds played so far
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self._step = asyncio.Event()
+        self._ids = {event.rollout_id for event in self.events}
+
+    @property
+    def title(self) -> str:
+        return f"replay of {self.path.parent.name or self.path.name}"
+
+    @property
+    def subtitle(self) -> str:
+        state = "paused" if self.paused else f"{self.speed:g}x"
+        return f"{self.position}/{len(self.events)} events · {state} · {len(self._ids)} rollouts"
+
+    @property
+    def read_only(self) -> bool:
+        return True
+
+    @property
+    def finished(self) -> bool:
+        return self.position >= len(self.events)
+
+    def progress(self) -> Progress:
+        done = [r for r in self.board if r.finished]
+        rewards = [
+            item.reward
+            for record in done
+            if (item := self.results.get(record.rollout_id)) is not None and item.reward is not None
+        ]
+        return Progress(
+            done=len(done),
+            total=len(self._ids),
+            passed=sum(1 for reward in rewards if reward >= 1.0),
+            completed=len(done),
+            rewards_sum=sum(rewards),
+            rewards_count=len(rewards),
+        )
+
+    def servers(self) -> list[ServerView]:
+        return []
+
+    # -- player controls -------------------------------------------------------------------
+
+    def toggle_pause(self) -> None:
+        self.paused = not self.paused
+        if self.paused:
+            self._resume.clear()
+        else:
+            self._resume.set()
+
+    def step(self) -> None:
+        """While paused: play exactly one more event."""
+        self._step.set()
+
+    def faster(self) -> None:
+        self.speed = min(self.speed * 2, 256.0)
+
+    def slower(self) -> None:
+        self.speed = max(self.speed / 2, 1 / 16)
+
+    def clock(self) -> float:
+        """The recording's own time, on the board's clock: what "now" means in a replay."""
+        return self.board.started_at + self._origin + self._played
+
+    async def run(self) -> None:
+        for index, event in enumerate(self.events):
+            target = event.t - self._origin
+            gap = target - self._played
+            if self.paused:
+                await self._wait_for_step_or_resume()
+            elif gap > 0:
+                await self._play(min(gap, MAX_GAP_SEC))
+            self._played = target
+            self._apply(event)
+            self.position = index + 1
+
+    async def _wait_for_step_or_resume(self) -> None:
+        self._step.clear()
+        resume = asyncio.ensure_future(self._resume.wait())
+        step = asyncio.ensure_future(self._step.wait())
+        await asyncio.wait({resume, step}, return_when=asyncio.FIRST_COMPLETED)
+        resume.cancel()
+        step.cancel()
+
+    async def _play(self, seconds: float) -> None:
+        """Let `seconds` of recording time pass, in slices so pause and speed act promptly."""
+        slice_sec = 0.05
+        while seconds > 0 and not self.paused:
+            played = min(seconds, slice_sec * self.speed)
+            await asyncio.sleep(played / self.speed)
+            self._played += played
+            seconds -= played
+        if self.paused:
+            await self._wait_for_step_or_resume()
+
+    def _apply(self, event: ReplayEvent) -> None:
+        item = self.results.get(event.rollout_id)
+        result = _result_of(item, event.status) if item and event.status.is_terminal else None
+        self.board.observe(
+            event.rollout_id,
+            event.status,
+            self.board.started_at + event.t,
+            row_index=event.row_index,
+            run_index=event.run_index,
+            grade=event.grade,
+            result=result,
+        )
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None:
+        return None
+
+    async def submit(self, rollout: NewRollout) -> str:
+        raise RuntimeError("a replay is read-only")
+
+    async def rerun(self, rollout_id: str) -> str:
+        raise RuntimeError("a replay is read-only")
