@@ -89,29 +89,6 @@ class RolloutHandle:
       when polling ends, however it ends. Exceptions from it are logged, never raised.
     """
 
-    __slots__ = (
-        "_end_notified",
-        "_headers",
-        "_http",
-        "_notifier",
-        "_timeout",
-        "_timeout_sec",
-        "_url",
-        "grade",
-        "last_poll_error",
-        "latest_result",
-        "lease",
-        "on_change",
-        "poll_retries",
-        "polling_finished",
-        "polls",
-        "result_task",
-        "rollout_id",
-        "status",
-        "status_changed",
-        "transitions",
-    )
-
     def __init__(
         self,
         client: RolloutClient,
