@@ -13,14 +13,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import httpx
 
 from core.errors import RolloutProtocolError
 from core.lease import Lease
+from core.phases import SkipReason, skipped_phases
 from core.types import (
+    OBSERVED_STATUS_HEADER,
     PHASE_ORDER,
     POLLING_LEASE_HEADER,
     TERMINAL_STATUSES,
@@ -47,10 +49,6 @@ _GATEWAY_STATUSES = frozenset({502, 503, 504})
 # ConnectTimeout/WriteTimeout/PoolTimeout are deliberately absent (the official client gives up).
 _RETRYABLE_TRANSPORT_ERRORS = (httpx.RemoteProtocolError, httpx.NetworkError, httpx.ReadTimeout)
 
-SkipReason = Literal["not_requested", "ended_early", "not_observed"]
-
-_PHASES = (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
-_ENDED_EARLY = frozenset({RolloutStatus.FAILURE, RolloutStatus.CANCELLED})
 _RUNNING_ORDER = PHASE_ORDER[RolloutStatus.RUNNING]
 _GRADING_ORDER = PHASE_ORDER[RolloutStatus.GRADING]
 
@@ -118,9 +116,13 @@ class RolloutHandle:
 
         self._http = client.http_client
         self._url = httpx.URL(f"{client.url}/rollout/{admission.rollout_id}/result")
-        self._headers = httpx.Headers(
-            {**client.auth_headers, POLLING_LEASE_HEADER: admission.polling_lease_token}
-        )
+        self._base_headers = {
+            **client.auth_headers,
+            POLLING_LEASE_HEADER: admission.polling_lease_token,
+        }
+        # One header set per status seen: each poll says which status it last observed
+        # (OBSERVED_STATUS_HEADER), so our server answers at once when that is stale.
+        self._headers: dict[RolloutStatus, httpx.Headers] = {}
         self._timeout_sec = admission.result_wait_timeout_sec + RESULT_READ_GRACE_SEC
         self._timeout = httpx.Timeout(self._timeout_sec)
         self._end_notified = False
@@ -159,27 +161,10 @@ class RolloutHandle:
     # -- additions ---------------------------------------------------------------------------
 
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
-        """Phases among queued/running/grading that were not observed, with the reason.
-
-        `not_requested`: grading on a rollout sent with grade=False. `not_observed`: a later
-        phase was observed, so this one happened between two polls. `ended_early`: the rollout
-        failed or was cancelled before reaching it. Phases still ahead of an unfinished
-        rollout (or one whose polling stopped locally) are not listed.
-        """
-        seen = {transition.status for transition in self.transitions}
-        furthest = max((PHASE_ORDER[s] for s in seen if s in PHASE_ORDER), default=-1)
-        ended_early = self.status in _ENDED_EARLY
-        skipped: dict[RolloutStatus, SkipReason] = {}
-        for phase in _PHASES:
-            if phase in seen:
-                continue
-            if phase is RolloutStatus.GRADING and not self.grade:
-                skipped[phase] = "not_requested"
-            elif PHASE_ORDER[phase] < furthest:
-                skipped[phase] = "not_observed"
-            elif ended_early:
-                skipped[phase] = "ended_early"
-        return skipped
+        """Phases among queued/running/grading that were not observed, with the reason."""
+        return skipped_phases(
+            (transition.status for transition in self.transitions), self.status, grade=self.grade
+        )
 
     # -- waiting -----------------------------------------------------------------------------
 
@@ -305,15 +290,29 @@ class RolloutHandle:
                 raise error
             last_error = error
 
+    def _poll_headers(self) -> httpx.Headers:
+        headers = self._headers.get(self.status)
+        if headers is None:
+            headers = self._headers[self.status] = httpx.Headers(
+                {**self._base_headers, OBSERVED_STATUS_HEADER: self.status.value}
+            )
+        return headers
+
     async def _get(self, retrying: bool) -> httpx.Response | None:
         """Send the GET; a retry is also cut off at the lease deadline (then None)."""
         if not retrying:
             return await self._http.get(
-                self._url, headers=self._headers, timeout=self._timeout, follow_redirects=False
+                self._url,
+                headers=self._poll_headers(),
+                timeout=self._timeout,
+                follow_redirects=False,
             )
         with anyio.move_on_after(self.lease.remaining()):
             return await self._http.get(
-                self._url, headers=self._headers, timeout=self._timeout, follow_redirects=False
+                self._url,
+                headers=self._poll_headers(),
+                timeout=self._timeout,
+                follow_redirects=False,
             )
         return None
 
