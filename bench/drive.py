@@ -1,0 +1,122 @@
+"""Benchmark client: N trivial rollouts with C in flight, through ours or the official client.
+
+Prints one JSON line: rollouts/s, latency percentiles, HTTP requests per rollout, this
+process's CPU seconds, and (our client only, which records observation times) how long after
+the workflow started/ended the handle saw `running` / the terminal status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+
+PROMPT = [{"role": "user", "content": "What is 6 * 7?"}]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) -> dict[str, Any]:
+    if impl == "official":
+        from osmosis_ai.rollout.client import RolloutClient
+    else:
+        from core.client import RolloutClient
+    requests = 0
+
+    async def count(_request: httpx.Request) -> None:
+        nonlocal requests
+        requests += 1
+
+    http = httpx.AsyncClient(
+        timeout=60.0,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=in_flight + 8),
+        event_hooks={"request": [count]},
+    )
+    client = RolloutClient(url=url, http_client=http)
+    latencies: list[float] = []
+    seen_running: list[float] = []
+    seen_terminal: list[float] = []
+    failures = 0
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for index in range(total):
+        queue.put_nowait(index)
+
+    async def worker() -> None:
+        nonlocal failures
+        while not queue.empty():
+            queue.get_nowait()
+            started = time.monotonic()
+            handle = await client.run_rollout_async(
+                PROMPT, chat_url, uuid.uuid4().hex, label="42"
+            )
+            result = await handle
+            latencies.append(time.monotonic() - started)
+            if result.status.value != "success":
+                failures += 1
+                continue
+            metrics = result.sample.metrics if result.sample else {}
+            for transition in getattr(handle, "transitions", ()):
+                if transition.status.value == "running":
+                    seen_running.append(transition.at - metrics["started"])
+                elif transition.status.value == "success":
+                    seen_terminal.append(transition.at - metrics["ended"])
+
+    # Warm up connections and imports so the first rollouts do not skew the figures.
+    warm = [client.run_rollout(PROMPT, chat_url, uuid.uuid4().hex, label="42") for _ in range(8)]
+    await asyncio.gather(*warm)
+    requests = 0
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
+    await http.aclose()
+    ms = 1000.0
+    return {
+        "impl": impl,
+        "rollouts": total,
+        "in_flight": in_flight,
+        "failures": failures,
+        "wall_s": wall,
+        "rollouts_per_s": total / wall,
+        "p50_ms": (percentile(latencies, 0.5) or 0) * ms,
+        "p99_ms": (percentile(latencies, 0.99) or 0) * ms,
+        "requests_per_rollout": requests / total,
+        "client_cpu_s": cpu,
+        "client_cpu_ms_per_rollout": cpu / total * ms,
+        "observe_running_p50_ms": _ms(percentile(seen_running, 0.5)),
+        "observe_running_p99_ms": _ms(percentile(seen_running, 0.99)),
+        "observe_terminal_p50_ms": _ms(percentile(seen_terminal, 0.5)),
+        "observe_terminal_p99_ms": _ms(percentile(seen_terminal, 0.99)),
+        "observed_running_share": len(seen_running) / max(total - failures, 1),
+        "mean_latency_ms": statistics.fmean(latencies) * ms if latencies else None,
+    }
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value * 1000.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--impl", choices=("ours", "official"), required=True)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--chat-url", required=True)
+    parser.add_argument("-n", type=int, default=500)
+    parser.add_argument("-c", type=int, default=32)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(drive(args.impl, args.url, args.chat_url, args.n, args.c))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Benchmark servers, one per process: `rollout --impl ours|official` or `chat`.
+
+Run inside the Python 3.12 conformance venv, which holds both osmosis-ai 0.3.8 and this
+project, so that every pairing runs on the same interpreter. Prints `READY <port>` when
+listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _listen() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def rollout_app(impl: str) -> Any:
+    os.environ["BENCH_PLUGIN_API"] = impl
+    from workflow import AlwaysRight, ChatOnce
+
+    if impl == "official":
+        # Its default artifact root is ~/.osmosis; the per-rollout files are part of its cost,
+        # so they are kept, but written to a scratch folder.
+        os.environ.setdefault("_OSMOSIS_ROLLOUT_ARTIFACT_ROOT", tempfile.mkdtemp(prefix="bench-"))
+        from osmosis_ai.rollout import AgentWorkflowConfig, LocalBackend
+        from osmosis_ai.rollout.server import create_rollout_server
+    else:
+        from server_stub import AgentWorkflowConfig, LocalBackend, create_rollout_server
+    backend = LocalBackend(
+        workflow=ChatOnce,
+        grader=AlwaysRight,
+        workflow_config=AgentWorkflowConfig(name="bench"),  # no concurrency limit
+    )
+    return create_rollout_server(backend=backend)
+
+
+def chat_app() -> Any:
+    from server_stub.llm import FixedLatency, StubChatSettings, create_chat_app
+
+    return create_chat_app(StubChatSettings(latency=FixedLatency(0.0)))
+
+
+async def serve(app: Any, sock: socket.socket, loop_kind: str) -> None:
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=2160,
+        loop=loop_kind,
+    )
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=("rollout", "chat"))
+    parser.add_argument("--impl", choices=("ours", "official"), default="ours")
+    args = parser.parse_args()
+    app = rollout_app(args.impl) if args.kind == "rollout" else chat_app()
+    sock = _listen()
+    print(f"READY {sock.getsockname()[1]}", flush=True)
+    asyncio.run(serve(app, sock, "asyncio"))
+
+
+if __name__ == "__main__":
+    main()
