@@ -1,0 +1,189 @@
+"""RolloutBoard: what it records of each rollout, and what it lets a front end do (issue 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from core import RolloutClient, RolloutStatus
+from core.board import RequestOptions, RolloutBoard, RolloutRecord
+from tests.conftest import Serve
+from tests.core.test_client import CHAT_URL, PROMPT, FaultyTransport, real_server
+
+Q, R, G = RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING
+S, F, C = RolloutStatus.SUCCESS, RolloutStatus.FAILURE, RolloutStatus.CANCELLED
+
+
+def statuses(record: RolloutRecord) -> list[RolloutStatus]:
+    return [transition.status for transition in record.transitions]
+
+
+async def track(
+    board: RolloutBoard, client: RolloutClient, rollout_id: str, **request: Any
+) -> RolloutRecord:
+    handle = await client.run_rollout_async(PROMPT, CHAT_URL, rollout_id, **request)
+    options = RequestOptions(
+        initial_messages=tuple(PROMPT),
+        chat_completions_url=CHAT_URL,
+        label=request.get("label"),
+        metadata=request.get("metadata"),
+        grade=request.get("grade", True),
+    )
+    return board.track(handle, client=client, options=options, row_index=0, run_index=0)
+
+
+async def settle(record: RolloutRecord) -> None:
+    assert record.handle is not None
+    await asyncio.gather(record.handle.result_task, return_exceptions=True)
+
+
+def test_a_rollout_seen_queued_then_success_skipped_two_phases_unobserved() -> None:
+    board = RolloutBoard()
+    board.observe("fast", Q, 1.0, row_index=3, run_index=1, grade=True)
+    record = board.observe("fast", S, 1.2)
+    assert statuses(record) == [Q, S]
+    assert record.skipped_phases() == {R: "not_observed", G: "not_observed"}
+    assert record.terminal_at == 1.2
+    assert record.finished and not record.in_flight
+
+
+async def test_observed_phases_of_a_graded_success(serve: Serve) -> None:
+    board = RolloutBoard()
+    async with real_server(serve) as srv, srv.client() as client:
+        record = await track(
+            board, client, "graded", label="42", metadata={"sleep": 0.3, "grade_sleep": 0.3}
+        )
+        await settle(record)
+    # With the observed-status header, every phase that lasted a poll is seen.
+    assert statuses(record) == [Q, R, G, S]
+    assert record.skipped_phases() == {}
+    assert record.latest_result is not None and record.latest_result.sample is not None
+    assert record.latest_result.sample.reward == 1.0
+    assert record.polls >= 3 and record.poll_error is None
+
+
+async def test_grade_false_skips_grading_as_not_requested(serve: Serve) -> None:
+    board = RolloutBoard()
+    async with real_server(serve) as srv, srv.client() as client:
+        record = await track(board, client, "ungraded", metadata={"sleep": 0.2}, grade=False)
+        await settle(record)
+    assert statuses(record)[-1] is S
+    assert G not in statuses(record)
+    assert record.skipped_phases()[G] == "not_requested"
+
+
+async def test_a_failure_while_running_ended_before_grading(serve: Serve) -> None:
+    board = RolloutBoard()
+    async with real_server(serve) as srv, srv.client() as client:
+        record = await track(
+            board, client, "broken", label="42", metadata={"sleep": 0.2, "raise": "runtime"}
+        )
+        await settle(record)
+    assert statuses(record) == [Q, R, F]
+    assert record.skipped_phases() == {G: "ended_early"}
+    assert record.latest_result is not None
+    assert record.latest_result.err_category is not None
+    assert record.latest_result.err_category.value == "agent_error"
+
+
+async def test_cancel_on_server_records_the_request_the_answer_and_the_end(serve: Serve) -> None:
+    board = RolloutBoard()
+    async with real_server(serve) as srv, srv.client() as client:
+        record = await track(board, client, "stopme", label="42", metadata={"sleep": 30})
+        await record.handle.wait_for_running()  # type: ignore[union-attr]
+        answers = await board.cancel_on_server(["stopme", "unknown-id"])
+        assert record.cancelling
+        await settle(record)
+        again = await board.cancel_on_server(["stopme"])
+    assert answers == {"stopme": "cancelled_running"}  # unknown ids are not the board's
+    assert again == {}  # finished: nothing to cancel
+    assert statuses(record) == [Q, R, C]
+    assert record.skipped_phases() == {G: "ended_early"}
+    [cancel] = record.cancels
+    assert cancel.disposition == "cancelled_running" and cancel.error is None
+    assert cancel.answered_at is not None and cancel.answered_at >= cancel.requested_at
+    assert record.latest_result is not None and record.latest_result.err_message == "cancelled"
+
+
+async def test_a_lease_that_expired_before_a_poll_arrived(serve: Serve) -> None:
+    board = RolloutBoard()
+    # The second GET is held back past the 0.5 s lease, so the server fails the rollout.
+    transport = FaultyTransport(None, 0.8)
+    async with (
+        real_server(serve, wait=0.1, lease=0.5) as srv,
+        httpx.AsyncClient(transport=transport) as http,
+    ):
+        client = srv.client(http_client=http)
+        record = await track(board, client, "expired", label="42", metadata={"sleep": 5})
+        await settle(record)
+    assert statuses(record)[0] is Q and statuses(record)[-1] is F
+    result = record.latest_result
+    assert result is not None and result.err_category is not None
+    assert result.err_category.value == "lease_expired"
+    assert result.err_message == "polling lease expired"
+    assert record.skipped_phases().get(G) == "ended_early"
+
+
+async def test_stop_tracking_sends_nothing_and_keeps_the_row(serve: Serve) -> None:
+    board = RolloutBoard()
+    async with real_server(serve) as srv, srv.client() as client:
+        record = await track(board, client, "left", label="42", metadata={"sleep": 0.5})
+        await record.handle.wait_for_running()  # type: ignore[union-attr]
+        posts_before = srv.recorder.count("POST", "/rollout/cancel")
+        assert board.stop_tracking(["left"]) == ["left"]
+        assert board.stop_tracking(["left"]) == []  # once
+        await settle(record)
+        assert srv.recorder.count("POST", "/rollout/cancel") == posts_before
+        await asyncio.sleep(0.7)
+        entry = srv.app.state.rollout_futures["left"]
+    assert record.untracked and not record.in_flight
+    assert entry.result is not None and entry.result.status is S  # the server finished it
+    assert board.counts()["untracked"] == 1
+
+
+async def test_change_batches_hold_each_changed_id_once(serve: Serve) -> None:
+    board = RolloutBoard()
+    first = board.take_changes()
+    assert first.ids == frozenset() and first.added == ()
+    async with real_server(serve) as srv, srv.client() as client:
+        records = [
+            await track(board, client, f"b{n}", label="42", metadata={"sleep": 0.1})
+            for n in range(3)
+        ]
+        batch = board.take_changes()
+        assert set(batch.added) == {"b0", "b1", "b2"}
+        for record in records:
+            await settle(record)
+    later = board.take_changes()
+    assert later.version == batch.version + 1
+    assert later.ids == {"b0", "b1", "b2"} and later.added == ()
+    assert board.take_changes().ids == frozenset()
+
+
+def test_stuck_detection_counts_filters_and_admission_failures() -> None:
+    board = RolloutBoard()
+    for n in range(5):  # finished running phases of 1 s set the median
+        board.observe(f"done{n}", Q, 0.0, grade=True)
+        board.observe(f"done{n}", R, 0.0)
+        board.observe(f"done{n}", S, 1.0)
+    board.observe("slow", Q, 0.0, grade=True)
+    board.observe("slow", R, 0.0)
+    board.record_not_admitted("nope", "POST /rollout returned 409; only 202 and 429 are accepted")
+    assert board.stuck_threshold(R) == 30.0  # three times a 1 s median is below the floor
+    assert not board.is_stuck(board.records["slow"], now=29.0)
+    assert board.is_stuck(board.records["slow"], now=31.0)
+    counts = board.counts(now=31.0)
+    assert counts["success"] == 5 and counts["running"] == 1 and counts["stuck"] == 1
+    assert counts["not_admitted"] == 1 and counts["total"] == 7
+    assert [r.rollout_id for r in board.select(stuck_only=True, now=31.0)] == ["slow"]
+    assert [r.rollout_id for r in board.select(text="409")] == ["nope"]
+    assert [r.rollout_id for r in board.select(statuses=frozenset({"running"}))] == ["slow"]
+    fixed = RolloutBoard(stuck_after_sec=5)
+    fixed.observe("s", Q, 0.0)
+    assert fixed.is_stuck(fixed.records["s"], now=6.0)
+
+
+def test_records_never_hold_the_llm_api_key() -> None:
+    assert "llm_api_key" not in RequestOptions.__dataclass_fields__
