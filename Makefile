@@ -18,9 +18,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
-	$(BIN)/ruff check core server_stub tui tests
-	$(BIN)/ruff format --check core server_stub tui tests
+	$(BIN)/ruff check core server_stub tui tests bench
+	$(BIN)/ruff format --check core server_stub tui tests bench
 	$(BIN)/mypy
+
+# Benchmarks, not tests: all figures side by side in one run (builds the Python 3.12 venv).
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 
-
 PROMPT = [{"role": "user", "content": "What is 6 * 7?"}]
 
 
@@ -30,7 +29,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) -> dict[str, Any]:
     if impl == "official":
-        from osmosis_ai.rollout.client import RolloutClient
+        from osmosis_ai.rollout.client import RolloutClient  # type: ignore[import-not-found]
     else:
         from core.client import RolloutClient
     requests = 0
@@ -58,9 +57,7 @@ async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) 
         while not queue.empty():
             queue.get_nowait()
             started = time.monotonic()
-            handle = await client.run_rollout_async(
-                PROMPT, chat_url, uuid.uuid4().hex, label="42"
-            )
+            handle = await client.run_rollout_async(PROMPT, chat_url, uuid.uuid4().hex, label="42")
             result = await handle
             latencies.append(time.monotonic() - started)
             if result.status.value != "success":

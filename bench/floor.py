@@ -26,8 +26,13 @@ async def app(scope, receive, send):  # type: ignore[no-untyped-def]
             else:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": b'{"ok":true}'})
 
 
@@ -69,8 +74,12 @@ def main() -> None:
     if args.serve:
         serve()
         return
-    server = subprocess.Popen([sys.executable, "-m", "bench.floor", "--serve"],
-                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.floor", "--serve"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline().split()[1])

@@ -12,9 +12,7 @@ import argparse
 import json
 import platform
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from bench.procs import ROOT, cpu_seconds, open_sockets, rss_mb, started
@@ -28,20 +26,36 @@ def venv_python() -> str:
     return str(ensure_venv())
 
 
-def drive(py: str, impl: str, url: str, chat: str, n: int, c: int) -> dict[str, Any]:
+def drive(py: str, impl: str, url: str, chat: str, *, n: int, c: int) -> dict[str, Any]:
     out = subprocess.run(
-        [py, "-m", "bench.drive", "--impl", impl, "--url", url, "--chat-url", chat, "-n", str(n),
-         "-c", str(c)],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        [
+            py,
+            "-m",
+            "bench.drive",
+            "--impl",
+            impl,
+            "--url",
+            url,
+            "--chat-url",
+            chat,
+            "-n",
+            str(n),
+            "-c",
+            str(c),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def pairing(py: str, client: str, server: str, chat: str, n: int, c: int) -> dict[str, Any]:
+def pairing(py: str, client: str, server: str, chat: str, *, n: int, c: int) -> dict[str, Any]:
     with started([py, "bench/servers.py", "rollout", "--impl", server]) as (pid, port):
         url = f"http://127.0.0.1:{port}"
         cpu0 = cpu_seconds(pid)
-        result = drive(py, client, url, chat, n, c)
+        result = drive(py, client, url, chat, n=n, c=c)
         server_cpu = cpu_seconds(pid) - cpu0
     # The warm-up rollouts are included in the server's CPU; they are few and the same for all.
     result.update(
@@ -54,25 +68,37 @@ def pairing(py: str, client: str, server: str, chat: str, n: int, c: int) -> dic
 
 def throughput(py: str, chat: str, n: int) -> list[dict[str, Any]]:
     rows = []
-    for client, server in (("official", "official"), ("ours", "ours"), ("ours", "official"),
-                           ("official", "ours")):
+    for client, server in (
+        ("official", "official"),
+        ("ours", "ours"),
+        ("ours", "official"),
+        ("official", "ours"),
+    ):
         for c, count in ((32, n), (1, max(n // 5, 50))):
-            rows.append(pairing(py, client, server, chat, count, c))
-            print(f"  {client:>8} client / {server:<8} server  c={c:<3} "
-                  f"{rows[-1]['rollouts_per_s']:7.1f} rollouts/s", flush=True)
+            rows.append(pairing(py, client, server, chat, n=count, c=c))
+            print(
+                f"  {client:>8} client / {server:<8} server  c={c:<3} "
+                f"{rows[-1]['rollouts_per_s']:7.1f} rollouts/s",
+                flush=True,
+            )
     return rows
 
 
 def observation(py: str, chat: str) -> list[dict[str, Any]]:
     rows = []
     for c, n in ((1, 200), (500, 2000)):
-        rows.append(pairing(py, "ours", "ours", chat, n, c))
+        rows.append(pairing(py, "ours", "ours", chat, n=n, c=c))
     return rows
 
 
 def floor(py: str, n: int) -> dict[str, Any]:
-    out = subprocess.run([py, "-m", "bench.floor", "-n", str(n), "-c", "32"], cwd=ROOT,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [py, "-m", "bench.floor", "-n", str(n), "-c", "32"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -80,9 +106,12 @@ def scale(py: str, chat: str) -> dict[str, Any]:
     """1,000 rollouts in flight against one server: errors, memory per rollout, sockets."""
     with started([py, "bench/servers.py", "rollout", "--impl", "ours"]) as (pid, port):
         rss0 = rss_mb(pid)
-        result = drive(py, "ours", f"http://127.0.0.1:{port}", chat, 3000, 1000)
-        result.update(server_rss_mb_before=rss0, server_rss_mb_after=rss_mb(pid),
-                      server_open_sockets_after=open_sockets(pid))
+        result = drive(py, "ours", f"http://127.0.0.1:{port}", chat, n=3000, c=1000)
+        result.update(
+            server_rss_mb_before=rss0,
+            server_rss_mb_after=rss_mb(pid),
+            server_open_sockets_after=open_sockets(pid),
+        )
     return result
 
 
@@ -90,8 +119,9 @@ def cli_startup() -> dict[str, Any]:
     samples = []
     for _ in range(5):
         t0 = time.monotonic()
-        subprocess.run([str(ROOT / ".venv/bin/osmosis-tui"), "--help"], capture_output=True,
-                       check=True)
+        subprocess.run(
+            [str(ROOT / ".venv/bin/osmosis-tui"), "--help"], capture_output=True, check=True
+        )
         samples.append(time.monotonic() - t0)
     return {"help_ms_min": min(samples) * 1000, "help_ms_median": sorted(samples)[2] * 1000}
 
@@ -102,10 +132,15 @@ def main() -> None:
     args = parser.parse_args()
     py = venv_python()
     report: dict[str, Any] = {
-        "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform(),
-                    "python": subprocess.run([py, "-V"], capture_output=True, text=True).stdout.strip()},
+        "machine": {
+            "cpus": __import__("os").cpu_count(),
+            "platform": platform.platform(),
+            "python": subprocess.run(
+                [py, "-V"], capture_output=True, text=True, check=True
+            ).stdout.strip(),
+        },
     }
-    with started([py, "bench/servers.py", "chat"]) as (chat_pid, chat_port):
+    with started([py, "bench/servers.py", "chat"]) as (_chat_pid, chat_port):
         chat = f"http://127.0.0.1:{chat_port}/v1"
         print("throughput (rollouts/s):", flush=True)
         report["throughput"] = throughput(py, chat, args.n)
@@ -129,8 +164,10 @@ def format_report(report: dict[str, Any]) -> str:
     lines = []
     rows = report["throughput"]
     base = {r["in_flight"]: r for r in rows if r["client_impl"] == r["server_impl"] == "official"}
-    lines.append(f"{'client':>9} {'server':>9} {'c':>4} {'roll/s':>8} {'ratio':>6} {'p50 ms':>7} "
-                 f"{'p99 ms':>7} {'req/roll':>8} {'cli ms':>7} {'srv ms':>7}")
+    lines.append(
+        f"{'client':>9} {'server':>9} {'c':>4} {'roll/s':>8} {'ratio':>6} {'p50 ms':>7} "
+        f"{'p99 ms':>7} {'req/roll':>8} {'cli ms':>7} {'srv ms':>7}"
+    )
     for r in rows:
         b = base[r["in_flight"]]
         lines.append(
@@ -147,8 +184,10 @@ def format_report(report: dict[str, Any]) -> str:
             f"{r['observe_running_p99_ms'] or 0:.1f} ms ({r['observed_running_share']:.0%} seen)"
         )
     f = report["floor"]
-    lines.append(f"floor: {f['requests_per_s']:.0f} requests/s on a trivial ASGI app "
-                 f"(~{f['requests_per_s'] / 2:.0f} rollouts/s at 2 requests per rollout)")
+    lines.append(
+        f"floor: {f['requests_per_s']:.0f} requests/s on a trivial ASGI app "
+        f"(~{f['requests_per_s'] / 2:.0f} rollouts/s at 2 requests per rollout)"
+    )
     s = report["scale"]
     lines.append(
         f"scale: 1,000 in flight, {s['failures']} failures, {s['rollouts_per_s']:.0f} rollouts/s, "
@@ -161,10 +200,11 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(
         f"dashboard: {d['rollouts']} rollouts, {d['changes_per_s']} changes/s: "
         f"CPU {d['cpu_share']:.0%} of a core, key-to-repaint p50 {d['key_p50_ms']:.0f} ms "
-        f"p99 {d['key_p99_ms']:.0f} ms, RSS {d['rss_mb']:.0f} MB, first frame {d['first_frame_ms']:.0f} ms"
+        f"p99 {d['key_p99_ms']:.0f} ms, RSS {d['rss_mb']:.0f} MB, "
+        f"first frame {d['first_frame_ms']:.0f} ms"
     )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -30,14 +30,19 @@ def _listen() -> socket.socket:
 
 def rollout_app(impl: str) -> Any:
     os.environ["BENCH_PLUGIN_API"] = impl
-    from workflow import AlwaysRight, ChatOnce
+    from workflow import AlwaysRight, ChatOnce  # type: ignore[import-not-found]
 
     if impl == "official":
         # Its default artifact root is ~/.osmosis; the per-rollout files are part of its cost,
         # so they are kept, but written to a scratch folder.
         os.environ.setdefault("_OSMOSIS_ROLLOUT_ARTIFACT_ROOT", tempfile.mkdtemp(prefix="bench-"))
-        from osmosis_ai.rollout import AgentWorkflowConfig, LocalBackend
-        from osmosis_ai.rollout.server import create_rollout_server
+        from osmosis_ai.rollout import (  # type: ignore[import-not-found]
+            AgentWorkflowConfig,
+            LocalBackend,
+        )
+        from osmosis_ai.rollout.server import (  # type: ignore[import-not-found]
+            create_rollout_server,
+        )
     else:
         from server_stub import AgentWorkflowConfig, LocalBackend, create_rollout_server
     backend = LocalBackend(
@@ -56,7 +61,11 @@ def chat_app() -> Any:
 
 async def serve(app: Any, sock: socket.socket, loop_kind: str) -> None:
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=2160,
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_keep_alive=2160,
         loop=loop_kind,
     )
     await uvicorn.Server(config).serve(sockets=[sock])

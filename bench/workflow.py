@@ -31,14 +31,13 @@ else:
         get_rollout_context,
     )
 
-_client: httpx.AsyncClient | None = None
+_clients: list[httpx.AsyncClient] = []  # one per process, made on first use
 
 
 def _http() -> httpx.AsyncClient:
-    global _client
-    if _client is None:
-        _client = httpx.AsyncClient(timeout=30.0)
-    return _client
+    if not _clients:
+        _clients.append(httpx.AsyncClient(timeout=30.0))
+    return _clients[0]
 
 
 class ChatOnce(AgentWorkflow):  # type: ignore[type-arg, misc, unused-ignore]

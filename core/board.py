@@ -155,6 +155,16 @@ class RolloutBoard:
             for status in (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
         }
         self.transition_listeners: list[TransitionListener] = []
+        # Kept up to date as records change, so that a repaint never walks every record:
+        # counts per display status, failures per category, and, per phase, the in-flight
+        # rollouts in the order they entered it (oldest first: the stuck ones lead).
+        self._status_counts: Counter[str] = Counter()
+        self._failures: Counter[str] = Counter()
+        self._failure_counted: set[str] = set()
+        self._untracked = 0
+        self._in_phase: dict[RolloutStatus, dict[str, float]] = {
+            phase: {} for phase in self._durations
+        }
 
     # -- registering -----------------------------------------------------------------------
 
@@ -240,11 +250,14 @@ class RolloutBoard:
             self._apply(record, Transition(status, at))
         if result is not None:
             record.latest_result = result
+            self._count_failure(record)
         self._mark(rollout_id)
         return record
 
     def _add(self, record: RolloutRecord) -> None:
         self.records[record.rollout_id] = record
+        self._status_counts[record.display_status] += 1
+        self._count_failure(record)
         self._added.append(record.rollout_id)
         self._mark(record.rollout_id)
 
@@ -257,6 +270,7 @@ class RolloutBoard:
         for transition in handle.transitions[len(record.transitions) :]:
             self._apply(record, transition)
         record.latest_result = handle.latest_result
+        self._count_failure(record)
         record.polls = handle.polls
         record.poll_retries = handle.poll_retries
         record.poll_error = handle.last_poll_error
@@ -272,14 +286,41 @@ class RolloutBoard:
             durations = self._durations.get(previous.status)
             if durations is not None:
                 bisect.insort(durations, transition.at - previous.at)
+        self._leave_phase(record)
+        self._status_counts[record.display_status] -= 1
         record.transitions.append(transition)
         record.status = transition.status
+        self._status_counts[record.display_status] += 1
+        if record.in_flight and transition.status in self._in_phase:
+            self._in_phase[transition.status][record.rollout_id] = transition.at
         if transition.status in TERMINAL_STATUSES:
             record.terminal_at = transition.at
             for cancel in record.cancels:
                 cancel.answered_at = cancel.answered_at or transition.at
         for listener in self.transition_listeners:
             listener(record, transition.status, transition.at)
+
+    def _leave_phase(self, record: RolloutRecord) -> None:
+        phase = self._in_phase.get(record.status)
+        if phase is not None:
+            phase.pop(record.rollout_id, None)
+
+    def _count_failure(self, record: RolloutRecord) -> None:
+        """Once per finished failure: its category, for the summary's failures-by-category."""
+        if record.rollout_id in self._failure_counted:
+            return
+        if record.admission_error is not None:
+            category = "not admitted"
+        elif record.status == RolloutStatus.FAILURE and record.latest_result is not None:
+            result = record.latest_result
+            category = result.err_category.value if result.err_category else "other"
+        else:
+            return
+        self._failure_counted.add(record.rollout_id)
+        self._failures[category] += 1
+
+    def failures_by_category(self) -> Counter[str]:
+        return Counter(self._failures)
 
     def _mark(self, rollout_id: str) -> None:
         self._changed.add(rollout_id)
@@ -336,7 +377,9 @@ class RolloutBoard:
         for record in map(self.records.get, ids):
             if record is None or record.finished or record.untracked:
                 continue
+            self._leave_phase(record)
             record.untracked = True
+            self._untracked += 1
             if record.handle is not None:
                 record.handle.cancel()
             stopped.append(record.rollout_id)
@@ -364,16 +407,23 @@ class RolloutBoard:
         now = time.monotonic() if now is None else now
         return now - record.phase_started_at > self.stuck_threshold(record.status)
 
+    def stuck_ids(self, now: float | None = None) -> list[str]:
+        """In-flight rollouts stuck in their phase; only the stuck ones are looked at."""
+        now = time.monotonic() if now is None else now
+        stuck = []
+        for phase, entered in self._in_phase.items():
+            cutoff = now - self.stuck_threshold(phase)
+            for rollout_id, at in entered.items():
+                if at >= cutoff:
+                    break  # entered in order: everyone after this one is younger
+                stuck.append(rollout_id)
+        return stuck
+
     def counts(self, now: float | None = None) -> Counter[str]:
         """Rollouts per display status, plus `stuck`, `untracked` and `total`."""
-        now = time.monotonic() if now is None else now
-        counts: Counter[str] = Counter()
-        for record in self.records.values():
-            counts[record.display_status] += 1
-            if record.untracked:
-                counts["untracked"] += 1
-            elif self.is_stuck(record, now):
-                counts["stuck"] += 1
+        counts = +self._status_counts  # a copy without the zero entries
+        counts["untracked"] = self._untracked
+        counts["stuck"] = len(self.stuck_ids(now))
         counts["total"] = len(self.records)
         return counts
 

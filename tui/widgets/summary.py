@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
@@ -36,22 +37,29 @@ class RunHeader(Static):
     """
 
     def show(self, title: str, subtitle: str, servers: list[ServerView], elapsed: float) -> None:
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append("osmosis-tui ", "bold")
-        line.append_text(plain(title, "bold"))
-        line.append("  ")
-        line.append_text(plain(subtitle, "dim"))
+        # Server health and elapsed time keep their place on the right; the run's name and
+        # description give way (ellipsis) when the terminal is narrow.
+        left = Text(no_wrap=True, overflow="ellipsis")
+        left.append("osmosis-tui ", "bold")
+        left.append_text(plain(title, "bold"))
+        left.append("  ")
+        left.append_text(plain(subtitle, "dim"))
+        right = Text("  ", no_wrap=True, overflow="ellipsis", justify="right")
         for server in servers:
             dot, style = SERVER_DOTS.get(server.state, ("○", "dim"))
-            line.append("  ")
-            line.append(dot, style)
-            line.append(" ")
-            line.append_text(plain(server.url.removeprefix("http://")))
+            right.append(dot, style)
+            right.append(" ")
+            right.append_text(plain(server.url.removeprefix("http://")))
             if server.state != "accepting":
-                line.append(f" {server.state}", style)
+                right.append(f" {server.state}", style)
             if server.restarts:
-                line.append(f" restarted×{server.restarts}", "yellow")
-        line.append(f"  {duration(elapsed)}", "dim")
+                right.append(f" restarted×{server.restarts}", "yellow")
+            right.append("  ")
+        right.append(duration(elapsed), "dim")
+        line = Table.grid(expand=True)
+        line.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        line.add_column(no_wrap=True, justify="right")
+        line.add_row(left, right)
         self.update(line)
 
 
@@ -63,6 +71,8 @@ class SummaryStrip(Static):
         height: 3;
         padding: 0 1;
         background: $boost;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
@@ -84,11 +94,11 @@ class SummaryStrip(Static):
         for name in CHIPS:
             count = counts.get(name, 0)
             style = STATUS_STYLES.get(name, "yellow") if count else "dim"
-            chips.append(f" {name} ", style)
+            chips.append(f"{name} ", style)
             chips.append(f"{count}", f"bold {style}" if count else "dim")
             chips.append("  ")
         if counts.get("not_admitted"):
-            chips.append(f" not admitted {counts['not_admitted']}", "bold red")
+            chips.append(f"not admitted {counts['not_admitted']}", "bold red")
 
         bar = Text(no_wrap=True, overflow="ellipsis")
         total = max(progress.total, 1)
@@ -109,21 +119,12 @@ class SummaryStrip(Static):
             bar.append("  done/5s ", "dim")
             bar.append(spark, "cyan")
 
-        failures = Counter(
-            (
-                record.latest_result.err_category.value
-                if record.latest_result and record.latest_result.err_category
-                else "not admitted"
-                if record.admission_error
-                else "other"
-            )
-            for record in board
-            if record.display_status in ("failure", "not_admitted")
-        )
+        failures = board.failures_by_category()
         failed = Text(no_wrap=True, overflow="ellipsis")
-        failed.append(" failures ", "dim")
+        failed.append("failures ", "dim")
         if not failures:
             failed.append("none", "dim")
         for category, count in failures.most_common():
             failed.append(f"{category} {count}  ", "red")
+        # One line each, never wrapped (see the CSS): a wrapped line would push the next out.
         self.update(Text("\n").join([chips, bar, failed]))

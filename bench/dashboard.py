@@ -1,0 +1,156 @@
+"""Dashboard benchmark: 10,000 tracked rollouts and 500 status changes a second, headless.
+
+Reports the app's CPU share (the change generator's own cost, measured alone, subtracted),
+key-press-to-repaint latency (time from a key press until the table has drawn the row the
+cursor moved to), resident memory, and the time to the first frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import time
+from typing import Any
+
+from textual import events
+from textual.strip import Strip
+
+from core.board import RolloutBoard
+from core.types import RolloutStatus
+from tui.app import create_app
+from tui.source import NewRollout, Progress, ServerView
+from tui.widgets.rollout_table import RolloutTable
+
+ROLLOUTS = 10_000
+CHANGES_PER_S = 500
+DURATION_S = 10.0
+TICK_S = 0.02
+CYCLE = (RolloutStatus.RUNNING, RolloutStatus.GRADING, RolloutStatus.QUEUED)
+
+
+class SyntheticSource:
+    """A board fed by the benchmark itself; no servers, nothing to send."""
+
+    def __init__(self, board: RolloutBoard) -> None:
+        self.board = board
+
+    title = "bench"
+    subtitle = f"{ROLLOUTS} rollouts · {CHANGES_PER_S} changes/s"
+    read_only = True
+    finished = False
+
+    def progress(self) -> Progress:
+        return Progress(0, ROLLOUTS, 0, 0, 0.0, 0)
+
+    def servers(self) -> list[ServerView]:
+        return []
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None:
+        return None
+
+    async def submit(self, rollout: NewRollout) -> str:
+        raise RuntimeError("read-only")
+
+    async def rerun(self, rollout_id: str) -> str:
+        raise RuntimeError("read-only")
+
+
+def populate() -> RolloutBoard:
+    board = RolloutBoard()
+    now = time.monotonic()
+    for index in range(ROLLOUTS):
+        board.observe(f"r{index:05d}", RolloutStatus.QUEUED, now, row_index=index, run_index=0)
+    return board
+
+
+async def churn(board: RolloutBoard, seconds: float) -> int:
+    """Apply CHANGES_PER_S status changes a second, spread over the board, for `seconds`."""
+    changes = 0
+    cursor = 0
+    started = time.monotonic()
+    deadline = started + seconds
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        # Catch up with the schedule: sleeps overshoot, the rate must not fall behind.
+        for _ in range(int((now - started) * CHANGES_PER_S) - changes):
+            index = cursor % ROLLOUTS
+            status = CYCLE[(cursor // ROLLOUTS) % len(CYCLE)]
+            board.observe(f"r{index:05d}", status, now)
+            cursor += 1
+            changes += 1
+        await asyncio.sleep(TICK_S)
+    return changes
+
+
+async def generator_cpu() -> float:
+    board = populate()
+    cpu0 = time.process_time()
+    await churn(board, DURATION_S)
+    return time.process_time() - cpu0
+
+
+async def measure() -> dict[str, Any]:
+    alone = await generator_cpu()
+    board = populate()
+    app = create_app(SyntheticSource(board), start_work=False)
+    drawn = asyncio.Event()  # set when the table draws the line under the cursor
+    original = RolloutTable.render_line
+
+    def spy(table: RolloutTable, y: int) -> Strip:
+        index = int(table.scroll_offset.y) + y
+        if index < len(table.order) and table.order[index] == table.cursor_id:
+            drawn.set()
+        return original(table, y)
+
+    RolloutTable.render_line = spy  # type: ignore[method-assign, assignment]
+    started = time.monotonic()
+    try:
+        async with app.run_test(size=(160, 48)):
+            await drawn.wait()
+            first_frame = time.monotonic() - started
+            churner = asyncio.create_task(churn(board, DURATION_S))
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            latencies = []
+            table = app.query_one(RolloutTable)
+            while not churner.done():
+                before = table.cursor_id
+                drawn.clear()
+                t0 = time.monotonic()
+                # Posted like a terminal key (Pilot.press would also wait for the app to go
+                # idle, which under constant churn measures the churn, not the key).
+                app.post_message(events.Key("down", None))
+                await drawn.wait()
+                while table.cursor_id == before:  # drawn before the key was handled
+                    drawn.clear()
+                    await drawn.wait()
+                latencies.append(time.monotonic() - t0)
+                await asyncio.sleep(0.25)
+            changes = await churner
+            cpu = time.process_time() - cpu0
+            wall = time.monotonic() - wall0
+    finally:
+        RolloutTable.render_line = original  # type: ignore[method-assign]
+    latencies.sort()
+    return {
+        "rollouts": ROLLOUTS,
+        "changes_per_s": round(changes / wall),
+        "cpu_share": max(cpu - alone, 0.0) / wall,
+        "cpu_share_with_generator": cpu / wall,
+        "key_p50_ms": latencies[len(latencies) // 2] * 1000,
+        "key_p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000,
+        "key_presses": len(latencies),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "first_frame_ms": first_frame * 1000,
+    }
+
+
+def dashboard_benchmark() -> dict[str, Any]:
+    return asyncio.run(measure())
+
+
+if __name__ == "__main__":
+    print(json.dumps(dashboard_benchmark(), indent=1))
