@@ -1,0 +1,171 @@
+"""An OFFICIAL osmosis-ai 0.3.8 rollout server, for driving with OUR client.
+
+Runs inside the Python 3.12 conformance venv (see venv.py), as a subprocess of the test:
+
+    python official_server_entry.py [--backend local|one_slot|no_capacity_while_busy]
+        [--result-wait-timeout-sec S] [--polling-lease-timeout-sec S] [--auth]
+
+It builds `create_rollout_server` around an official backend whose workflow and grader are
+written against the official plug-in API, serves it with uvicorn on 127.0.0.1 (a free port
+chosen by the kernel) and prints `READY <port>` once uvicorn is listening. With `--auth` the
+server's API key is read from the environment variable OSMOSIS_CONFORMANCE_API_KEY (never
+from argv, never printed). Set `_OSMOSIS_ROLLOUT_ARTIFACT_ROOT` before starting it so the
+LocalBackend keeps its artifacts out of ~/.osmosis.
+
+This module imports only the official package (plus uvicorn), never this project's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+from osmosis_ai.rollout import (
+    AgentWorkflow,
+    AgentWorkflowConfig,
+    AgentWorkflowContext,
+    AgentWorkflowOutput,
+    ConcurrencyConfig,
+    ExecutionBackend,
+    ExecutionOutcome,
+    ExecutionRequest,
+    Grader,
+    GraderContext,
+    LocalBackend,
+)
+from osmosis_ai.rollout.server import create_rollout_server
+
+API_KEY_ENV = "OSMOSIS_CONFORMANCE_API_KEY"
+STARTUP_TIMEOUT_SEC = 30.0
+
+_RAISES: dict[str, type[Exception]] = {
+    "value": ValueError,
+    "runtime": RuntimeError,
+    "timeout": TimeoutError,
+}
+
+
+class Scripted(AgentWorkflow[Any]):
+    """Does what the request's metadata says, without any chat endpoint.
+
+    `sleep`: seconds to wait first; `raise`: one of `_RAISES` (with `message`); otherwise it
+    answers `answer` (default "42") after the prompt.
+    """
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> AgentWorkflowOutput:
+        options = ctx.metadata or {}
+        await asyncio.sleep(float(options.get("sleep", 0)))
+        kind = options.get("raise")
+        if kind is not None:
+            raise _RAISES[str(kind)](str(options.get("message", "scripted failure")))
+        reply = {"role": "assistant", "content": str(options.get("answer", "42"))}
+        return AgentWorkflowOutput(messages=[*ctx.prompt, reply], metrics={"steps": 1.0})
+
+
+class LastMessageMatchesLabel(Grader):
+    """Reward 1.0 when the last message's content equals the label, else 0.0."""
+
+    async def grade(self, ctx: GraderContext) -> None:
+        if ctx.sample is None or not ctx.sample.messages:
+            raise ValueError("nothing to grade")
+        content = ctx.sample.messages[-1].get("content")
+        ctx.set_reward(1.0 if content == ctx.label else 0.0)
+
+
+class NoCapacityWhileBusy(ExecutionBackend):
+    """Admits one rollout at a time: `has_capacity()` is False while one is in flight.
+
+    The official LocalBackend always has capacity (its excess work waits on a semaphore), so
+    this is how the server is made to answer 429. Execution is delegated to a LocalBackend.
+    """
+
+    def __init__(self, inner: LocalBackend) -> None:
+        self.inner = inner
+        self.in_flight = 0
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        self.in_flight += 1
+        try:
+            return await self.inner.execute(request)
+        finally:
+            self.in_flight -= 1
+
+    def has_capacity(self) -> bool:
+        return self.in_flight == 0
+
+    def health(self) -> dict[str, Any]:
+        return {**self.inner.health(), "in_flight": self.in_flight}
+
+    async def shutdown(self) -> None:
+        await self.inner.shutdown()
+
+
+def build_backend(kind: str) -> ExecutionBackend:
+    if kind == "local":
+        return LocalBackend(workflow=Scripted, grader=LastMessageMatchesLabel)
+    if kind == "one_slot":
+        return LocalBackend(
+            workflow=Scripted,
+            workflow_config=AgentWorkflowConfig(
+                name="conformance-one-slot", concurrency=ConcurrencyConfig(max_concurrent=1)
+            ),
+            grader=LastMessageMatchesLabel,
+        )
+    if kind == "no_capacity_while_busy":
+        return NoCapacityWhileBusy(LocalBackend(workflow=Scripted, grader=LastMessageMatchesLabel))
+    raise SystemExit(f"unknown backend {kind!r}")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--backend", default="local", choices=["local", "one_slot", "no_capacity_while_busy"]
+    )
+    parser.add_argument("--result-wait-timeout-sec", type=float, default=None)
+    parser.add_argument("--polling-lease-timeout-sec", type=float, default=None)
+    parser.add_argument("--auth", action="store_true", help=f"api_key from ${API_KEY_ENV}")
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    options: dict[str, Any] = {}
+    if args.result_wait_timeout_sec is not None:
+        options["result_wait_timeout_sec"] = args.result_wait_timeout_sec
+    if args.polling_lease_timeout_sec is not None:
+        options["polling_lease_timeout_sec"] = args.polling_lease_timeout_sec
+    if args.auth:
+        options["api_key"] = os.environ[API_KEY_ENV]
+    app = create_rollout_server(
+        backend=build_backend(args.backend), configure_logging=False, **options
+    )
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    port = int(listener.getsockname()[1])
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_keep_alive=30)
+    server = uvicorn.Server(config)
+    # The test stops this process with SIGTERM: uvicorn's own handler runs the app's shutdown.
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    async with asyncio.timeout(STARTUP_TIMEOUT_SEC):
+        while not server.started:
+            if serving.done():
+                await serving  # surfaces the startup error
+                raise SystemExit("uvicorn stopped before it started listening")
+            await asyncio.sleep(0.01)
+    print(f"READY {port}", flush=True)
+    await serving
+
+
+def main(argv: list[str]) -> int:
+    asyncio.run(serve(parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
