@@ -107,7 +107,10 @@ class RolloutRecord:
 
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
         return skipped_phases(
-            (transition.status for transition in self.transitions), self.status, grade=self.grade
+            (transition.status for transition in self.transitions),
+            self.status,
+            grade=self.grade,
+            result=self.latest_result,
         )
 
     def matches(self, text: str) -> bool:

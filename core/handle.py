@@ -163,7 +163,10 @@ class RolloutHandle:
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
         """Phases among queued/running/grading that were not observed, with the reason."""
         return skipped_phases(
-            (transition.status for transition in self.transitions), self.status, grade=self.grade
+            (transition.status for transition in self.transitions),
+            self.status,
+            grade=self.grade,
+            result=self.latest_result,
         )
 
     # -- waiting -----------------------------------------------------------------------------

@@ -5,33 +5,67 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from core.types import PHASE_ORDER, RolloutStatus
+from core.types import PHASE_ORDER, RolloutErrorCategory, RolloutResultResponse, RolloutStatus
 
 SkipReason = Literal["not_requested", "ended_early", "not_observed"]
 
 PHASES = (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
 _ENDED_EARLY = frozenset({RolloutStatus.FAILURE, RolloutStatus.CANCELLED})
+# Failures that only the workflow (or grader) itself produces: the rollout was running.
+_RAN = frozenset(
+    {
+        RolloutErrorCategory.AGENT_ERROR,
+        RolloutErrorCategory.VALIDATION_ERROR,
+        RolloutErrorCategory.TIMEOUT,
+        RolloutErrorCategory.HTTP_ERROR,
+    }
+)
+_NO_GRADING_PREFIX = "grading was requested but"
+
+
+def reached_phase(result: RolloutResultResponse | None) -> RolloutStatus | None:
+    """The furthest phase a terminal failure proves was reached, seen or not.
+
+    A failure that carries a sample had a finished workflow, so it was graded (unless the
+    server says grading was impossible); one with a workflow's error category had started
+    running. Lease expiry and cancellation prove nothing: they can end a queued rollout.
+    """
+    if result is None or result.status != RolloutStatus.FAILURE:
+        return None
+    message = result.err_message or ""
+    if result.sample is not None and not message.startswith(_NO_GRADING_PREFIX):
+        return RolloutStatus.GRADING
+    if result.err_category in _RAN:
+        return RolloutStatus.RUNNING
+    return None
 
 
 def skipped_phases(
-    observed: Iterable[RolloutStatus], current: RolloutStatus, *, grade: bool | None
+    observed: Iterable[RolloutStatus],
+    current: RolloutStatus,
+    *,
+    grade: bool | None,
+    result: RolloutResultResponse | None = None,
 ) -> dict[RolloutStatus, SkipReason]:
     """Phases among queued/running/grading that were not observed, with the reason.
 
     `not_requested`: grading on a rollout sent with grade=False. `not_observed`: a later phase
-    was observed, so this one happened between two polls. `ended_early`: the rollout failed or
-    was cancelled before reaching it. Phases still ahead of an unfinished rollout are not
+    was observed (or the result proves it was reached, see `reached_phase`), so this one
+    happened between two polls. `ended_early`: the rollout failed or was cancelled before
+    reaching it. Phases still ahead of an unfinished rollout are not
     listed. `grade=None` means the request is not known (a replay of an old recording).
     """
     seen = set(observed)
     furthest = max((PHASE_ORDER[s] for s in seen if s in PHASE_ORDER), default=-1)
+    proven = reached_phase(result)
+    reached = PHASE_ORDER[proven] if proven is not None else -1
     skipped: dict[RolloutStatus, SkipReason] = {}
     for phase in PHASES:
         if phase in seen:
             continue
         if phase is RolloutStatus.GRADING and grade is False:
             skipped[phase] = "not_requested"
-        elif PHASE_ORDER[phase] < furthest:
+        elif PHASE_ORDER[phase] < furthest or PHASE_ORDER[phase] <= reached:
             skipped[phase] = "not_observed"
         elif current in _ENDED_EARLY:
             skipped[phase] = "ended_early"
