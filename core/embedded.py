@@ -22,12 +22,17 @@ from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
 # Slots for the demo: the few long-running rows hold three, the rest keep flowing, and the
 # table has time to show rollouts moving through their phases.
 DEMO_MAX_CONCURRENT = 8
+CHAT_SHUTDOWN_GRACE_SEC = 1.0
 
 
 @asynccontextmanager
 async def stub_chat_endpoint() -> AsyncIterator[str]:
     """The stub OpenAI-compatible endpoint; yields the base URL rollouts append paths to."""
-    async with serve_in_loop(create_chat_app(demo_chat_settings())) as url:
+    # Chat calls still open at the end belong to rollouts the run left behind (an interrupt
+    # that leaves them running, a server ignoring a cancel): not worth waiting for.
+    async with serve_in_loop(
+        create_chat_app(demo_chat_settings()), timeout_graceful_shutdown=CHAT_SHUTDOWN_GRACE_SEC
+    ) as url:
         yield f"{url}/v1"
 
 

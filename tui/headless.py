@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 
+from core.eval.launcher import kill_launched_servers
 from core.eval.reporter import HeadlessReporter
 from core.eval.session import EvalPlan, EvalSession
 
@@ -33,6 +34,7 @@ async def _run(plan: EvalPlan, *, json_output: bool, cancel: bool) -> int:
         if interrupts > 1:
             # Everything finished is already fsync'd in events.jsonl; nothing is lost by leaving.
             print("second interrupt: exiting now", file=sys.stderr, flush=True)
+            kill_launched_servers()
             os._exit(EXIT_INCOMPLETE)
         action = "cancelling in-flight rollouts on the server" if cancel else "leaving them"
         print(

@@ -133,6 +133,7 @@ class EvalRunner:
         self.on_result = on_result
         self.problem: str | None = None
         self.interrupted = False
+        self._cancel_in_flight = True
         self.finished = 0
         self._requeues: dict[tuple[int, int], int] = {}
         self._stop_dispatch = asyncio.Event()
@@ -148,14 +149,22 @@ class EvalRunner:
         self._stop_dispatch.set()
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
-        """Stop dispatching; cancel what is in flight on the servers, or leave it to its lease."""
+        """Stop dispatching; cancel what is in flight on the servers (waiting a bounded time
+        for it to end), or leave it to its lease. Either way it stays pending."""
         self.interrupted = True
+        self._cancel_in_flight = cancel_in_flight
         self.stop_dispatch()
-        in_flight = [record.rollout_id for record in self.board if record.in_flight]
-        if cancel_in_flight:
-            await self.board.cancel_on_server(in_flight)
-        else:
-            self.board.stop_tracking(in_flight)
+        await self._wind_down([record for record in self.board if record.in_flight])
+
+    async def _wind_down(self, records: list[RolloutRecord]) -> None:
+        ids = [record.rollout_id for record in records]
+        if self._cancel_in_flight:
+            await self.board.cancel_on_server(ids)
+            ends = [r.handle.result_task for r in records if r.handle is not None]
+            if ends:
+                await asyncio.wait(ends, timeout=SETTLE_AFTER_CANCEL_SEC)
+        # Whatever did not end (a server that ignores cancels) is no longer waited for.
+        self.board.stop_tracking(ids)
 
     async def run(self) -> RunOutcome:
         watcher = asyncio.create_task(self.pool.watch())
@@ -257,6 +266,8 @@ class EvalRunner:
             server=slot.url,
             submitted_at=started,
         )
+        if self.interrupted:  # admitted while the interrupt was winding the others down
+            await self._wind_down([record])
         await self._await_result(item, record, slot, started)
 
     def _not_admitted(

@@ -54,6 +54,18 @@ class RolloutServerSlot:
 ServerListener = Callable[[RolloutServerSlot, str], None]
 
 
+def _health_error(exc: BaseException) -> str:
+    """Why a /health read failed, with the status a refusing server answered."""
+    if not isinstance(exc, RolloutProtocolError) or exc.status_code == 200:
+        return describe_error(exc)
+    if exc.status_code in (401, 403):
+        return (
+            f"{exc}: HTTP {exc.status_code}; check --server-api-key "
+            "(or $OSMOSIS_ROLLOUT_SERVER_API_KEY)"
+        )
+    return f"{exc}: HTTP {exc.status_code}"
+
+
 class ServerPool:
     """Spreads rollouts over servers by free capacity and watches their health."""
 
@@ -120,7 +132,7 @@ class ServerPool:
             health = await slot.client.health()
         except (httpx.HTTPError, RolloutProtocolError, OSError) as exc:
             slot.failures += 1
-            slot.last_error = describe_error(exc)
+            slot.last_error = _health_error(exc)
             if slot.state != "down" and (slot.failures >= DOWN_AFTER_FAILURES or not slot.health):
                 slot.state = "down"
                 self._tell(slot, f"down: {slot.last_error}")

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -28,6 +29,7 @@ from core.eval.errors import InputError, InputProblem
 from core.eval.journal import (
     Journal,
     RunFolder,
+    RunFolderError,
     RunLog,
     TransitionLog,
     default_run_name,
@@ -37,7 +39,7 @@ from core.eval.journal import (
     write_index,
     write_json_atomic,
 )
-from core.eval.launcher import launched_rollout_server
+from core.eval.launcher import LaunchError, launched_rollout_server, resolve_entrypoint
 from core.eval.metrics import compute_metrics, metrics_document
 from core.eval.records import ItemKey, ItemResult, WorkItem
 from core.eval.redact import Redactor
@@ -51,6 +53,8 @@ DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
 DEFAULT_PASS_THRESHOLD = 1.0
 ServerMode = Literal["servers", "workspace", "embedded"]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -117,18 +121,33 @@ def prepare(request: EvalRequest) -> EvalPlan:
             config = load_config(request.config_path)
         except InputError as exc:
             problems.extend(exc.problems)
-    mode: ServerMode = "servers" if request.servers else "workspace" if config else "embedded"
-    dataset_path = _dataset_path(request, config, problems)
+    mode: ServerMode = (
+        "servers" if request.servers else "workspace" if request.config_path else "embedded"
+    )
+    if config is not None and mode == "workspace":
+        try:
+            resolve_entrypoint(config.workspace, config.rollout, config.entrypoint)
+        except LaunchError as exc:
+            problems.append(
+                InputProblem(
+                    str(config.path),
+                    None,
+                    "experiment.entrypoint",
+                    f"{exc}; fix the config, or give --server URL of a running rollout server",
+                )
+            )
     if request.name is not None:
         try:
             validate_run_name(request.name)
-        except ValueError as exc:  # RunFolderError carries the reason
-            problems.append(InputProblem("--name", None, "--name", str(exc)))
-    if problems or dataset_path is None:
+        except RunFolderError as exc:
+            problems.append(InputProblem("--name", None, None, str(exc)))
+    rows_spec = request.rows
+    positions = _collect(problems, parse_rows_spec, rows_spec) if rows_spec is not None else None
+    dataset_path = _dataset_path(request, config, problems)
+    dataset = _collect(problems, load_dataset, dataset_path) if dataset_path is not None else None
+    if problems or dataset is None or dataset_path is None:
         raise InputError(problems)
-    dataset = load_dataset(dataset_path)
     limit = request.limit if request.limit is not None else config.limit if config else None
-    positions = parse_rows_spec(request.rows) if request.rows is not None else None
     selected = select_rows(dataset.rows, limit=limit, rows=positions)
     if not selected:
         raise InputError.single(str(dataset_path), "no rows selected")
@@ -171,6 +190,15 @@ def prepare(request: EvalRequest) -> EvalPlan:
     )
 
 
+def _collect(problems: list[InputProblem], load: Callable[[T], R], argument: T) -> R | None:
+    """`load(argument)`, or None with its problems added to `problems`."""
+    try:
+        return load(argument)
+    except InputError as exc:
+        problems.extend(exc.problems)
+        return None
+
+
 def _first(*values: Any) -> Any:
     return next((value for value in values if value is not None), None)
 
@@ -180,7 +208,9 @@ def _dataset_path(
 ) -> Path | None:
     if request.dataset_file is not None:
         return request.dataset_file
-    if config is not None:
+    if request.config_path is not None:
+        if config is None:
+            return None  # the config's own problems say why
         path = config.default_dataset_path()
         if path is None:
             problems.append(
@@ -198,12 +228,16 @@ def _dataset_path(
             InputProblem("--dataset-file", None, None, "give --dataset-file with --server")
         )
         return None
-    # The zero-setup demo: the bundled dataset, written where the run's results go.
+    # The zero-setup demo: the bundled dataset, written where the run's results go. Always
+    # this version's rows: an older osmosis-tui may have left other rows there.
     from server_stub.demo import write_demo_dataset
 
     target = request.output / "demo-dataset.jsonl"
-    if not target.exists():
-        write_demo_dataset(target)
+    fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
+    if target.is_file() and target.read_bytes() == fresh.read_bytes():
+        fresh.unlink()
+    else:
+        os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
     return target
 
 
@@ -291,6 +325,7 @@ class EvalSession:
         self.total_to_run = 0
         self._runner: EvalRunner | None = None
         self._interrupt: bool | None = None  # requested before the runner existed: cancel?
+        self._startup: asyncio.Future[tuple[str, ServerPool]] | None = None
         self._log: RunLog | None = None
 
     @property
@@ -298,9 +333,12 @@ class EvalSession:
         return self._runner
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
-        """Stop dispatching; cancel in-flight rollouts on their servers, or leave them be."""
+        """Stop dispatching; cancel in-flight rollouts on their servers (waiting a bounded
+        time for them to end), or leave them be. Before the run started: do not start it."""
         if self._runner is None:
             self._interrupt = cancel_in_flight
+            if self._startup is not None:
+                self._startup.cancel()
             return
         await self._runner.interrupt(cancel_in_flight=cancel_in_flight)
 
@@ -339,6 +377,8 @@ class EvalSession:
             self._log_transitions(transitions)
 
             def finished(result: ItemResult) -> None:
+                if result.error_type is not None:  # a server's error text may quote a key
+                    result = replace(result, error_type=self.redactor.redact(result.error_type))
                 journal.append(result)  # first: nothing finished is ever lost
                 results[result.key] = result
                 self.on_result(result)
@@ -347,6 +387,7 @@ class EvalSession:
             problem: str | None = None
             if todo:
                 status, problem = await self._run_items(stack, folder, todo, finished)
+            _log_cancels(self.board, transitions)
             if status == "complete" and len(results) < len(plan.items):
                 status = "incomplete"
         return self._write_results(
@@ -361,18 +402,16 @@ class EvalSession:
         finished: Callable[[ItemResult], None],
     ) -> tuple[RunStatus, str | None]:
         plan, request = self.plan, self.plan.request
-        http = await stack.enter_async_context(
-            httpx.AsyncClient(
-                timeout=httpx.Timeout(30.0),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
-            )
-        )
+        # A task of its own, so that an interrupt can end a slow start (a workspace server
+        # may take up to 90 s to become healthy).
+        startup = asyncio.ensure_future(self._connect(stack, folder))
+        self._startup = startup
         try:
-            chat_url, urls = await self._servers(stack, folder, http)
-            pool = ServerPool.connect(list(urls), http_client=http, api_key=request.server_api_key)
-            pool.listeners.append(lambda slot, event: self.notice(f"server {slot.url} {event}"))
-            self.pool = pool
-            await pool.probe_all()
+            chat_url, pool = await startup
+        except asyncio.CancelledError:
+            if self._interrupt is None:
+                raise
+            return "interrupted", None
         except AllServersDown as exc:
             return "incomplete", str(exc)
         except Exception as exc:  # a server that could not start: the run cannot begin
@@ -392,11 +431,30 @@ class EvalSession:
             on_result=finished,
         )
         self._runner = runner
-        if self._interrupt is not None:
+        if self._interrupt is not None:  # came after the startup had ended, before this line
             await runner.interrupt(cancel_in_flight=self._interrupt)
         outcome = await runner.run()
-        await self._settle()
         return outcome.status, outcome.problem
+
+    async def _connect(self, stack: AsyncExitStack, folder: RunFolder) -> tuple[str, ServerPool]:
+        """Start or reach the servers; the chat URL and the pool, every server probed once."""
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(30.0),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+            )
+        )
+        chat_url, urls = await self._servers(stack, folder, http)
+        pool = ServerPool.connect(
+            list(urls), http_client=http, api_key=self.plan.request.server_api_key
+        )
+        # The pool logs its own events; the front end is told as well.
+        pool.listeners.append(
+            lambda slot, event: self.on_notice(self.redactor.redact(f"server {slot.url} {event}"))
+        )
+        self.pool = pool
+        await pool.probe_all()
+        return chat_url, pool
 
     async def _servers(
         self, stack: AsyncExitStack, folder: RunFolder, http: httpx.AsyncClient
@@ -425,6 +483,7 @@ class EvalSession:
                 artifact_root=folder.trials_dir,
                 log=lambda line: log.write(line, source="launcher"),
                 http_client=http,
+                api_key=request.server_api_key,
             )
         )
         return chat_url, (url,)
@@ -435,21 +494,6 @@ class EvalSession:
         wanted = self.plan.request.max_in_flight or self.plan.batch_size or capacity or 1
         return min(wanted, capacity) if capacity else wanted
 
-    async def _settle(self) -> None:
-        """After an interrupt, wait (bounded) for cancelled rollouts to report their end."""
-        runner = self._runner
-        if runner is None or not runner.interrupted:
-            return
-        tasks = [
-            r.handle.result_task
-            for r in self.board
-            if r.handle is not None and not r.handle.done() and not r.untracked
-        ]
-        if tasks:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=30.0)
-            self.board.stop_tracking(r.rollout_id for r in self.board if r.in_flight)
-
     def _log_transitions(self, transitions: TransitionLog) -> None:
         def on_transition(record: RolloutRecord, status: RolloutStatus, at: float) -> None:
             if record.row_index is not None and record.run_index is not None:
@@ -459,6 +503,8 @@ class EvalSession:
                     record.run_index,
                     status.value,
                     transitions.elapsed(at),
+                    # On the first record only: a replay tells unrequested grading from missed.
+                    grade=record.grade if len(record.transitions) == 1 else None,
                 )
 
         self.board.transition_listeners.append(on_transition)
@@ -508,6 +554,23 @@ class EvalSession:
             problem=problem,
             resumed=len(kept),
         )
+
+
+def _log_cancels(board: RolloutBoard, transitions: TransitionLog) -> None:
+    """Every cancel asked for during the run (by an interrupt, a deadline or the dashboard),
+    with the server's answer, which arrives after the request."""
+    for record in board:
+        if record.row_index is None or record.run_index is None:
+            continue
+        for cancel in record.cancels:
+            transitions.cancel_request(
+                record.rollout_id,
+                record.row_index,
+                record.run_index,
+                t=transitions.elapsed(cancel.requested_at),
+                disposition=cancel.disposition,
+                error=cancel.error,
+            )
 
 
 @contextlib.contextmanager

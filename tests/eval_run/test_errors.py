@@ -1,0 +1,201 @@
+"""Every way an eval can go wrong, through the command: bad input exits 2 naming the file, line
+and key or flag; servers that cannot be reached or die exit 1 and keep what finished."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.eval_run.conftest import (
+    ServedDemo,
+    multiply_rows,
+    read_jsonl,
+    run_eval,
+    run_folder,
+    served_demo,
+    start_eval,
+    wait_until,
+    write_jsonl,
+)
+
+EXPERIMENT = """\
+[experiment]
+rollout = "multiply"
+entrypoint = "main.py"
+model_path = "openai/gpt-5-mini"
+dataset = "multiply"
+"""
+
+
+def workspace_with(tmp_path: Path, config: str, rows: str | None = None) -> Path:
+    """A workspace whose configs/eval.toml is `config` (and data/multiply.jsonl is `rows`)."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "eval.toml").write_text(config)
+    entrypoint = tmp_path / "rollouts" / "multiply" / "main.py"
+    entrypoint.parent.mkdir(parents=True)
+    entrypoint.write_text("raise SystemExit('never started by these tests')\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "multiply.jsonl").write_text(
+        rows if rows is not None else json.dumps(multiply_rows(1)[0]) + "\n"
+    )
+    return tmp_path
+
+
+GOOD_ROW = json.dumps(multiply_rows(1)[0])
+
+
+@pytest.mark.parametrize(
+    ("config", "rows", "args", "expected"),
+    [
+        pytest.param(
+            EXPERIMENT + "[evaluation\nlimit = 2\n",
+            None,
+            (),
+            ["configs/eval.toml:6: invalid TOML"],
+            id="bad-toml",
+        ),
+        pytest.param(
+            EXPERIMENT + "[evaluation]\nlimt = 2\n[extra]\n",
+            None,
+            (),
+            [
+                "configs/eval.toml:7: evaluation.limt: unknown key",
+                "configs/eval.toml:8: extra: unknown section",
+            ],
+            id="unknown-keys-together",
+        ),
+        pytest.param(
+            EXPERIMENT.replace('entrypoint = "main.py"\n', ""),
+            None,
+            (),
+            ["configs/eval.toml:1: experiment.entrypoint: missing required key"],
+            id="missing-key",
+        ),
+        pytest.param(
+            EXPERIMENT,
+            GOOD_ROW + '\n{"ground_truth": "12"}\n',
+            (),
+            ["data/multiply.jsonl:2: user_prompt: missing"],
+            id="missing-column",
+        ),
+        pytest.param(
+            EXPERIMENT,
+            GOOD_ROW + '\n{"user_prompt": "What is\n',
+            (),
+            ["data/multiply.jsonl:2: invalid JSON"],
+            id="bad-row",
+        ),
+        pytest.param(
+            EXPERIMENT,
+            None,
+            ("--rows", "3-1,x"),
+            ['--rows: "3-1" runs backwards', '--rows: "x" is not a row position'],
+            id="bad-rows",
+        ),
+        pytest.param(
+            EXPERIMENT,
+            None,
+            ("--rows", "5"),
+            ["--rows: "],
+            id="rows-out-of-range",
+        ),
+        pytest.param(
+            EXPERIMENT.replace('"main.py"', '"../elsewhere/main.py"'),
+            None,
+            (),
+            ["configs/eval.toml:3: experiment.entrypoint: must not contain '..'"],
+            id="entrypoint-escapes",
+        ),
+        pytest.param(
+            EXPERIMENT.replace('"main.py"', '"serve.py"'),
+            None,
+            ("--n", "0"),
+            ["--n: must be at least 1"],
+            id="bad-flag",
+        ),
+    ],
+)
+def test_bad_input_exits_2_naming_file_line_and_key(
+    tmp_path: Path, config: str, rows: str | None, args: tuple[str, ...], expected: list[str]
+) -> None:
+    workspace = workspace_with(tmp_path, config, rows)
+    result = run_eval("configs/eval.toml", *args, cwd=workspace)
+    assert result.returncode == 2, result.stderr
+    for text in expected:
+        assert text in result.stderr
+    assert result.stdout == ""
+    assert not (workspace / ".osmosis").exists(), "bad input writes nothing"
+
+
+def test_problems_in_config_flags_and_dataset_are_reported_together(tmp_path: Path) -> None:
+    workspace = workspace_with(
+        tmp_path, EXPERIMENT.replace('"main.py"', '"serve.py"'), '{"label": 1}\n'
+    )
+    result = run_eval("configs/eval.toml", "--rows", "x", "--name", ".hidden", cwd=workspace)
+    assert result.returncode == 2
+    assert "experiment.entrypoint: entrypoint not found" in result.stderr
+    assert '--rows: "x" is not a row position' in result.stderr
+    assert "--name: run name '.hidden' must not start with '.'" in result.stderr
+    assert "data/multiply.jsonl:1: user_prompt: missing" in result.stderr
+
+
+def test_unreachable_server_exits_1_with_nothing_finished(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on once this is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dataset = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(3))
+    url = f"http://127.0.0.1:{port}"
+    result = run_eval("--server", url, "--dataset-file", str(dataset), "--name", "x", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"no rollout server answered /health ({url}: ConnectError" in result.stdout
+    folder = run_folder(tmp_path, "x")
+    assert read_jsonl(folder / "events.jsonl") == []
+    assert [r["status"] for r in read_jsonl(folder / "index.jsonl")] == ["pending"] * 3
+    assert json.loads((folder / "metrics.json").read_text())["eval_run"]["status"] == "incomplete"
+
+
+def test_server_dying_mid_run_keeps_results_and_a_resume_completes(tmp_path: Path) -> None:
+    rows = 12
+    dataset = write_jsonl(
+        tmp_path / "rows.jsonl", multiply_rows(rows, metadata={"stub": "slow:0.2"})
+    )
+    folder = run_folder(tmp_path, "dies")
+    with served_demo() as server:
+        args = ("--dataset-file", str(dataset), "--name", "dies", "--max-in-flight", "2")
+        running = start_eval("--server", server.url, *args, cwd=tmp_path)
+        wait_until(lambda: len(read_jsonl(folder / "events.jsonl")) >= 4, "4 finished items")
+        server.kill()
+        stdout, stderr = running.finish()
+    assert running.returncode == 1, stderr
+    assert "(incomplete)" in stdout
+    assert "stopped" in stdout
+    finished = read_jsonl(folder / "events.jsonl")
+    assert 4 <= len(finished) < rows
+    index = read_jsonl(folder / "index.jsonl")
+    done = {r["row_index"] for r in index if r["status"] == "success"}
+    assert done == {e["row_index"] for e in finished}
+    assert Counter(r["status"] for r in index)["pending"] == rows - len(finished)
+
+    with served_demo() as server:
+        resumed = run_eval("--server", server.url, *args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    events = read_jsonl(folder / "events.jsonl")
+    assert Counter(e["row_index"] for e in events) == Counter(range(rows))
+    assert all(r["status"] == "success" for r in read_jsonl(folder / "index.jsonl"))
+
+
+def test_workspace_without_its_entrypoint_says_which_server_to_give(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    workspace = workspace_with(tmp_path, EXPERIMENT.replace('"main.py"', '"serve.py"'))
+    missing = run_eval("configs/eval.toml", cwd=workspace)
+    assert missing.returncode == 2
+    assert "configs/eval.toml: experiment.entrypoint: entrypoint not found" in missing.stderr
+    assert "or give --server" in missing.stderr
+    # With --server the workspace server is not needed, so its absence is no problem.
+    served = run_eval("configs/eval.toml", "--server", demo_server.url, cwd=workspace)
+    assert served.returncode == 0, served.stderr

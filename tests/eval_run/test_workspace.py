@@ -1,0 +1,151 @@
+"""`osmosis-tui eval CONFIG.toml` launching the workspace's own rollout server (EVAL.md §5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.eval_run.conftest import (
+    alive,
+    multiply_rows,
+    read_jsonl,
+    run_eval,
+    run_folder,
+    start_eval,
+    wait_until,
+    write_jsonl,
+)
+
+
+def server_pids(logs: str) -> list[int]:
+    """The pids the workspace entrypoints print at start-up (see workspace/rollouts/)."""
+    return [int(pid) for pid in re.findall(r"server pid (\d+): ", logs)]
+
+
+def check_launched_run(workspace: Path, result_stdout: str, name: str) -> None:
+    summary = json.loads(result_stdout)
+    assert summary["items"]["done"] == summary["items"]["ok"] == 6
+    assert summary["pass_rate"] == 1.0
+    folder = run_folder(workspace, name)
+    logs = (folder / "logs.txt").read_text()
+    pids = server_pids(logs)
+    try:
+        assert len(pids) == 1, logs
+        # The config's [env] reached the child, and its output reached logs.txt.
+        assert "hello from the config's env" in logs
+        events = read_jsonl(folder / "events.jsonl")
+        for event in events:
+            assert f"rollout {event['rollout_id']} answered" in logs
+            # _OSMOSIS_ROLLOUT_ARTIFACT_ROOT is <run>/rollout_trials, wherever the child runs.
+            answer = folder / "rollout_trials" / event["rollout_id"] / "artifacts" / "answer.txt"
+            assert answer.is_file()
+        assert not alive(pids[0]), "the rollout server was stopped"
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_workspace_rollout_server_is_launched_used_and_stopped(workspace: Path) -> None:
+    result = run_eval("configs/eval.toml", "--headless", "--json", "--name", "ws", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    check_launched_run(workspace, result.stdout, "ws")
+    assert not (workspace / "rollouts" / "multiply" / ".osmosis").exists()
+
+
+def test_entrypoint_reaching_outside_its_rollout_folder_is_refused(workspace: Path) -> None:
+    outside = workspace / "outside.py"
+    outside.write_text("raise SystemExit('must never run')\n")
+    entrypoint = workspace / "rollouts" / "multiply" / "main.py"
+    entrypoint.unlink()
+    entrypoint.symlink_to(outside)
+    result = run_eval("configs/eval.toml", "--headless", cwd=workspace)
+    assert result.returncode == 2
+    assert "experiment.entrypoint: rollout 'multiply' / entrypoint 'main.py' leave" in result.stderr
+    assert not (workspace / ".osmosis").exists()
+
+
+def test_entrypoint_that_exits_at_once_is_a_clear_error(workspace: Path) -> None:
+    entrypoint = workspace / "rollouts" / "multiply" / "main.py"
+    entrypoint.write_text(
+        "print('cannot start: no model configured', flush=True)\nraise SystemExit(3)\n"
+    )
+    result = run_eval("configs/eval.toml", "--headless", "--name", "gone", cwd=workspace)
+    assert result.returncode == 1
+    assert "the rollout server exited with status 3 before it was healthy" in result.stdout
+    folder = run_folder(workspace, "gone")
+    assert "cannot start: no model configured" in (folder / "logs.txt").read_text()
+    assert [r["status"] for r in read_jsonl(folder / "index.jsonl")] == ["pending"] * 6
+
+
+def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> None:
+    entrypoint = workspace / "rollouts" / "multiply" / "main.py"
+    entrypoint.write_text(
+        "import os, time\n"
+        "print(f'slow server pid {os.getpid()}: warming up', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    run = start_eval("configs/eval.toml", "--name", "early", cwd=workspace)
+    logs = run_folder(workspace, "early") / "logs.txt"
+    pids = wait_until(lambda: logs.exists() and server_pids(logs.read_text()), "the server pid")
+    try:
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.finish()
+        assert run.returncode == 1, stderr
+        assert "(interrupted)" in stdout
+        assert not alive(pids[0]), "the half-started server was stopped"
+    finally:
+        if alive(pids[0]):
+            os.kill(pids[0], signal.SIGKILL)
+
+
+def test_second_ctrl_c_does_not_leave_the_workspace_server_running(workspace: Path) -> None:
+    dataset = write_jsonl(workspace / "slow.jsonl", multiply_rows(2, metadata={"sleep": 60}))
+    run = start_eval(
+        *("configs/eval.toml", "--dataset-file", str(dataset), "--name", "hard"), cwd=workspace
+    )
+    folder = run_folder(workspace, "hard")
+
+    def server_running_a_row() -> list[int]:
+        statuses = read_jsonl(folder / "transitions.jsonl")
+        if not any(t.get("status") == "running" for t in statuses):
+            return []
+        return server_pids((folder / "logs.txt").read_text())
+
+    pids = wait_until(server_running_a_row, "a row running on the workspace server")
+    try:
+        # Frozen, the server answers no cancel: the first interrupt is still waiting when
+        # the second comes, and SIGKILL is the only way to stop it.
+        os.kill(pids[0], signal.SIGSTOP)
+        run.send_signal(signal.SIGINT)
+        wait_until(lambda: "interrupted:" in run.stderr(), "the first interrupt")
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.finish()
+        assert run.returncode == 1, stderr
+        assert "second interrupt: exiting now" in stderr
+        wait_until(lambda: not alive(pids[0]), "the workspace server to be gone")
+    finally:
+        if alive(pids[0]):
+            os.kill(pids[0], signal.SIGKILL)
+
+
+@pytest.mark.conformance
+def test_workspace_on_the_official_rollout_server(workspace: Path, official_python: Path) -> None:
+    # The whole command runs on the conformance venv's interpreter, so the entrypoint it
+    # launches (with the current interpreter) has the official osmosis_ai package.
+    result = run_eval(
+        "configs/official.toml",
+        "--headless",
+        "--json",
+        "--name",
+        "official",
+        cwd=workspace,
+        python=official_python,
+    )
+    assert result.returncode == 0, result.stderr
+    check_launched_run(workspace, result.stdout, "official")
