@@ -199,8 +199,8 @@ class RolloutLifecycle(BaseModel):
 
 
 __all__ = [
-    "PHASE_ORDER",
     "OBSERVED_STATUS_HEADER",
+    "PHASE_ORDER",
     "POLLING_LEASE_HEADER",
     "TERMINAL_STATUSES",
     "CancelDisposition",

@@ -154,7 +154,8 @@ class RolloutServer:
                 self.registry.cancel(self.registry.select(None, None, True))
                 _, pending_set = await asyncio.wait(pending_set, timeout=CANCEL_WAIT_SEC)
             if pending_set:
-                print(f"rollout server: forcing {len(pending_set)} rollout task(s) to stop")
+                # Logged rather than printed: an embedded server shares stdout with `--json`.
+                logger.warning("forcing %d rollout task(s) to stop", len(pending_set))
                 for task in pending_set:
                     task.cancel()
                 await asyncio.wait(pending_set, timeout=FORCE_WAIT_SEC)
