@@ -38,9 +38,18 @@ async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) 
         nonlocal requests
         requests += 1
 
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=in_flight + 8)
+    # Each client on the transport it ships with: httpx's default for the official one, ours
+    # (core.transport) for ours.
+    transport = None
+    if impl == "ours":
+        from core.transport import AiohttpTransport
+
+        transport = AiohttpTransport(limits=limits)
     http = httpx.AsyncClient(
+        transport=transport,
         timeout=60.0,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=in_flight + 8),
+        limits=limits,
         event_hooks={"request": [count]},
     )
     client = RolloutClient(url=url, http_client=http)

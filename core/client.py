@@ -20,6 +20,7 @@ import httpx
 
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
 from core.handle import RolloutHandle
+from core.transport import AiohttpTransport
 from core.types import (
     CancelRolloutsRequest,
     CancelRolloutsResponse,
@@ -116,7 +117,7 @@ class RolloutClient:
         self.url: str = url.rstrip("/")
         self.owns_http_client: bool = http_client is None
         self.http_client: httpx.AsyncClient = (
-            httpx.AsyncClient() if http_client is None else http_client
+            httpx.AsyncClient(transport=AiohttpTransport()) if http_client is None else http_client
         )
         self.admission_timeout_sec: float | None = admission_timeout_sec
         # Built once: every request carries them, and handles copy them into their own headers.

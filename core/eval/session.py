@@ -45,11 +45,14 @@ from core.eval.records import ItemKey, ItemResult, WorkItem
 from core.eval.redact import Redactor
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers import AllServersDown, ServerPool
+from core.transport import AiohttpTransport
 from core.types import RolloutStatus
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
+# One long-poll per rollout in flight, plus admissions, cancels and health reads.
+EVAL_HTTP_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=512)
 DEMO_DATASET_NAME = "demo"
 DEFAULT_PASS_THRESHOLD = 1.0
 ServerMode = Literal["servers", "workspace", "embedded"]
@@ -440,8 +443,8 @@ class EvalSession:
         """Start or reach the servers; the chat URL and the pool, every server probed once."""
         http = await stack.enter_async_context(
             httpx.AsyncClient(
+                transport=AiohttpTransport(limits=EVAL_HTTP_LIMITS),
                 timeout=httpx.Timeout(30.0),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
             )
         )
         chat_url, urls = await self._servers(stack, folder, http)

@@ -1,0 +1,137 @@
+"""A faster transport under `httpx.AsyncClient`, built on aiohttp's C-accelerated client.
+
+The public API stays httpx (`RolloutClient(http_client=httpx.AsyncClient(...))`); only what
+runs under it changes. httpx's default transport costs most of a rollout's client CPU
+(httpcore scans and polls every pooled connection on each request); this one hands the
+request to an aiohttp session and maps every failure onto the httpx exception the rollout
+client's retry rules expect, so behaviour is unchanged (bench/README.md has the figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import httpx
+
+# The largest body read into memory; a peer sending more is broken or hostile.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """HTTP/1.1 over aiohttp, with httpx's timeouts, limits and exception types."""
+
+    def __init__(self, *, limits: httpx.Limits | None = None) -> None:
+        limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        self._limits = limits
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        # Made on first use: a session must be created inside the running event loop.
+        session = self._session
+        if session is None or session.closed:
+            limits = self._limits
+            connector = aiohttp.TCPConnector(
+                limit=limits.max_connections or 0,
+                keepalive_timeout=limits.keepalive_expiry or 5.0,
+                ttl_dns_cache=300,
+            )
+            session = self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,  # httpx decodes bodies itself, from the headers
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
+                trust_env=False,
+            )
+            # aiohttp quietly resends an idempotent request once when a kept-alive connection
+            # turns out closed; the rollout client counts its own retries (PROTOCOL.md §6.3),
+            # so this one must not happen underneath. No public switch exists in 3.14.
+            session._retry_connection = False
+        return session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeouts = request.extensions.get("timeout", {})
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            # aiohttp's `connect` covers waiting for a pooled connection and connecting.
+            connect=_sum(timeouts.get("pool"), timeouts.get("connect")),
+            sock_connect=timeouts.get("connect"),
+            sock_read=timeouts.get("read"),
+        )
+        body = await request.aread()
+        session = self._open()
+        try:
+            async with session.request(
+                request.method,
+                str(request.url),
+                headers=list(request.headers.multi_items()),
+                data=body or None,
+                timeout=timeout,
+                allow_redirects=False,
+                max_line_size=16384,
+                max_field_size=16384,
+            ) as response:
+                content = await _read_capped(response, request)
+                headers = [(bytes(k), bytes(v)) for k, v in response.raw_headers]
+                status = response.status
+        except Exception as exc:
+            raise _as_httpx_error(exc, request) from exc
+        return httpx.Response(
+            status,
+            headers=headers,
+            stream=httpx.ByteStream(content),
+            request=request,
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _sum(*parts: float | None) -> float | None:
+    present = [part for part in parts if part is not None]
+    return sum(present) if len(present) == len(parts) else None
+
+
+async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request) -> bytes:
+    length = response.content_length
+    if length is not None and length > MAX_BODY_BYTES:
+        raise httpx.ReadError(
+            f"response body of {length} bytes exceeds {MAX_BODY_BYTES}", request=request
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise httpx.ReadError(f"response body exceeds {MAX_BODY_BYTES} bytes", request=request)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _as_httpx_error(exc: Exception, request: httpx.Request) -> Exception:
+    """The httpx exception httpx's own transport would have raised for the same failure."""
+    message = str(exc) or type(exc).__name__
+    kind: type[httpx.HTTPError]
+    if isinstance(exc, httpx.HTTPError):
+        return exc
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        kind = httpx.ConnectTimeout
+    elif isinstance(exc, asyncio.TimeoutError):  # aiohttp's socket read timeouts included
+        kind = httpx.ReadTimeout
+    elif isinstance(exc, aiohttp.ClientConnectorError):
+        kind = httpx.ConnectError
+    elif isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
+        # The peer closed the connection mid-exchange: httpx calls that a protocol error.
+        kind = httpx.RemoteProtocolError
+    elif isinstance(exc, aiohttp.ClientResponseError):
+        kind = httpx.RemoteProtocolError  # a malformed status line or headers
+    elif isinstance(exc, (aiohttp.ClientOSError, aiohttp.ClientConnectionError, OSError)):
+        kind = httpx.ReadError
+    elif isinstance(exc, aiohttp.InvalidURL):
+        kind = httpx.UnsupportedProtocol
+    else:
+        return exc
+    error: Exception = kind(message, request=request)
+    return error
