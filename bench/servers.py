@@ -59,14 +59,14 @@ def chat_app() -> Any:
     return create_chat_app(StubChatSettings(latency=FixedLatency(0.0)))
 
 
-async def serve(app: Any, sock: socket.socket, loop_kind: str) -> None:
+async def serve(app: Any, sock: socket.socket, http: str) -> None:
     config = uvicorn.Config(
         app,
         log_level="warning",
         access_log=False,
         lifespan="on",
         timeout_keep_alive=2160,
-        loop=loop_kind,
+        http=http,
     )
     await uvicorn.Server(config).serve(sockets=[sock])
 
@@ -79,7 +79,14 @@ def main() -> None:
     app = rollout_app(args.impl) if args.kind == "rollout" else chat_app()
     sock = _listen()
     print(f"READY {sock.getsockname()[1]}", flush=True)
-    asyncio.run(serve(app, sock, "asyncio"))
+    # Each server on the stack it installs with: the official `osmosis-ai[server]` brings
+    # plain uvicorn (asyncio loop, h11 parser); ours brings uvloop and httptools.
+    if args.impl == "ours" or args.kind == "chat":
+        import uvloop
+
+        uvloop.run(serve(app, sock, "httptools"))
+    else:
+        asyncio.run(serve(app, sock, "h11"))
 
 
 if __name__ == "__main__":

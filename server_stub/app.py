@@ -238,6 +238,8 @@ def create_rollout_server(
         raise ValueError("polling_lease_timeout_sec must exceed result_wait_timeout_sec")
     if configure_logging and not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO)
+        # A line per chat call a workflow makes would drown the log and cost CPU per rollout.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
     def backend_cancel(rollout_id: str) -> str | None:
         answer = backend.cancel_rollouts(ids=[rollout_id]).get(rollout_id)

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 
+T = TypeVar("T")
+
 # Outlives a 2100 s load-balancer idle timeout, as the official entrypoints configure it.
 KEEP_ALIVE_SEC = 2160
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run a server's main coroutine on uvloop when it is installed, else on asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -28,6 +39,7 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
 def uvicorn_config(app: Any, **overrides: Any) -> uvicorn.Config:
     options: dict[str, Any] = {
+        "http": "httptools",  # C parser: about a third less CPU per request than h11
         "log_level": "warning",
         "access_log": False,
         "timeout_keep_alive": KEEP_ALIVE_SEC,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import os
 import sys
@@ -104,6 +103,7 @@ def _add_serve(commands: Any) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     from server_stub.backend import resolve_object
+    from server_stub.serving import run
     from server_stub.standalone import ServeOptions, serve
 
     if args.demo and (args.workflow or args.grader):
@@ -143,7 +143,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         demo=args.demo,
     )
     try:
-        asyncio.run(serve(options))
+        run(serve(options))
     except OSError as exc:
         print(
             f"osmosis-tui serve: cannot listen on {args.host}:{port}: {exc.strerror}",
