@@ -39,6 +39,7 @@ class SyntheticSource:
     subtitle = f"{ROLLOUTS} rollouts · {CHANGES_PER_S} changes/s"
     read_only = True
     finished = False
+    can_send = False
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, 0.0, 0)

@@ -1,5 +1,8 @@
 """The floor: a trivial ASGI app driven by httpx like the rollout client drives a server.
 
+Both ends on the stack ours ships with (uvicorn + httptools + uvloop; httpx over
+core.transport).
+
 The most requests per second this machine's loopback and Python allow with this stack; a
 rollout needs about two requests, so half of it bounds rollouts/s.
 """
@@ -15,6 +18,8 @@ import sys
 import time
 
 import httpx
+
+from core.transport import AiohttpTransport
 
 
 async def app(scope, receive, send):  # type: ignore[no-untyped-def]
@@ -41,15 +46,21 @@ def serve() -> None:
 
     import uvicorn
 
+    from server_stub.serving import run
+
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     print(f"READY {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", http="httptools"
+    )
+    run(uvicorn.Server(config).serve(sockets=[sock]))
 
 
 async def hammer(url: str, total: int, in_flight: int) -> float:
-    async with httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=in_flight)) as http:
+    limits = httpx.Limits(max_keepalive_connections=in_flight)
+    transport = AiohttpTransport(limits=limits)
+    async with httpx.AsyncClient(transport=transport, limits=limits) as http:
         left = total
 
         async def worker() -> None:
