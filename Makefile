@@ -26,5 +26,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
+# The README's SVG screenshots, drawn from the snapshot tests' states (tests/tui/states.py).
+screenshots: $(STAMP)
+	$(BIN)/python -m tests.tui.states screenshots
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

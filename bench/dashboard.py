@@ -102,8 +102,7 @@ async def measure() -> dict[str, Any]:
     original = RolloutTable.render_line
 
     def spy(table: RolloutTable, y: int) -> Strip:
-        index = int(table.scroll_offset.y) + y
-        if index < len(table.order) and table.order[index] == table.cursor_id:
+        if table.rollout_at(y) == table.cursor_id:
             drawn.set()
         return original(table, y)
 

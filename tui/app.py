@@ -11,11 +11,12 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
+from textual.actions import parse as parse_action
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -29,12 +30,17 @@ from tui.source import DashboardSource, NewRollout
 from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.phase_track import LEGEND
-from tui.widgets.rollout_table import COLUMNS, SORTS, RolloutTable, _cell
+from tui.widgets.rollout_table import SORTS, RolloutTable
 from tui.widgets.summary import RunHeader, SummaryStrip
 
 Clock = Callable[[], float]
 
 REPAINT_HZ = 3.0
+THROUGHPUT_WINDOW_SEC = 5.0  # the summary's "done/5s" sparkline
+LIVE_ACTIONS = frozenset(
+    {"cancel_server", "untrack", "mark", "cancel_marked", "new_rollout", "rerun"}
+)
+REPLAY_ACTIONS = frozenset({"step", "speed"})
 STATUS_KEYS = {
     "1": "queued",
     "2": "running",
@@ -54,21 +60,30 @@ class DashboardApp(App[None]):
 
     CSS_PATH = "dashboard.tcss"
     TITLE = "osmosis-tui"
+
+    header: RunHeader
+    summary: SummaryStrip
+    table: RolloutTable
+    filter_bar: Input
+    event_log: EventLog
+    details: DetailsPane
+    status_line: Static
+    # The footer shows the everyday keys; help and the command palette list them all.
     BINDINGS = [
         _binding("enter", "details", "Details", "Show everything about the selected rollout"),
         _binding("c", "cancel_server", "Cancel", "Cancel the selected rollout on its server"),
         _binding("x", "untrack", "Untrack", "Stop tracking locally; nothing is sent to the server"),
-        _binding("space", "mark", "Mark", "Mark or unmark the selected rollout"),
+        _binding("space", "mark", "Mark", "Mark or unmark the selected rollout", show=False),
         _binding(
             "C",
             "cancel_marked",
             "Cancel marked",
             "Cancel marked rollouts (or all shown) on the server",
+            show=False,
         ),
         _binding("n", "new_rollout", "New", "Submit a new rollout by hand"),
         _binding("r", "rerun", "Re-run", "Run the selected finished rollout again, with a new id"),
         _binding("slash", "filter", "Filter", "Filter by text: id, row, status, error, label"),
-        _binding("exclamation_mark", "stuck_only", "Stuck", "Show only stuck rollouts"),
         *(
             _binding(
                 key,
@@ -80,12 +95,13 @@ class DashboardApp(App[None]):
             for key, status in STATUS_KEYS.items()
         ),
         _binding("0", "clear_filters", "All", "Clear every filter", show=False),
+        _binding("exclamation_mark", "stuck_only", "Stuck", "Show only stuck rollouts", show=False),
         _binding("s", "sort", "Sort", "Cycle the sort order"),
+        _binding("p", "pause", "Pause", "Pause or resume repainting (a replay: the playback)"),
         _binding("full_stop", "step", "Step", "Replay: play one more event while paused"),
         _binding("plus", "speed(2.0)", "Faster", "Replay: play twice as fast"),
         _binding("minus", "speed(0.5)", "Slower", "Replay: play half as fast"),
-        _binding("p", "pause", "Pause", "Pause or resume repainting"),
-        _binding("e", "export", "Export", "Write the shown rows to JSONL and CSV"),
+        _binding("e", "export", "Export", "Write the shown rows to JSONL and CSV", show=False),
         _binding("l", "event_log", "Log", "Show or hide the event log"),
         _binding("question_mark,f1", "help", "Help", "All keys and the phase track legend"),
         _binding("q", "quit_dashboard", "Quit", "Quit (asks what to do with rollouts in flight)"),
@@ -108,48 +124,62 @@ class DashboardApp(App[None]):
         self.paused = False
         self.quitting = False
         self._shown_details: str | None = None
+        # "idle" when the app does not drive the source (start_work=False), else "running"
+        # until the source's run returns or fails, then "ended".
+        self._source_state = "idle"
+        self._could_send = False
+        self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
 
     # -- layout ----------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield RunHeader(id="header")
-        yield SummaryStrip(id="summary")
+        # Kept as attributes, not queried: timers may still fire while the app shuts down
+        # and its widgets are already gone from the DOM.
+        self.header = RunHeader(id="header")
+        self.summary = SummaryStrip(id="summary")
+        self.table = RolloutTable(self.board, clock=self.clock, id="table")
+        self.filter_bar = Input(
+            placeholder="filter: text in id, row, status, error or label", id="filter-bar"
+        )
+        self.event_log = EventLog(id="event-log")
+        self.details = DetailsPane(id="details")
+        self.status_line = Static(id="status-line")
+        yield self.header
+        yield self.summary
         with Horizontal(id="main"):
             with Vertical(id="table-column"):
-                yield Static(self._column_titles(), id="column-header")
-                yield RolloutTable(self.board, clock=self.clock, id="table")
-                yield Input(
-                    placeholder="filter: text in id, row, status, error or label", id="filter-bar"
-                )
-                yield EventLog(id="event-log")
-            yield DetailsPane(id="details")
-        yield Static(id="status-line")
-        yield Footer()
-
-    @staticmethod
-    def _column_titles() -> Text:
-        return Text("".join(_cell(c.title, c.width, c.align) for c in COLUMNS), no_wrap=True)
-
-    @property
-    def table(self) -> RolloutTable:
-        return self.query_one(RolloutTable)
+                yield self.table
+                yield self.filter_bar
+                yield self.event_log
+            yield self.details
+        yield self.status_line
+        # Compact, so that every footer key down to Quit fits in 100 columns.
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.table.focus()
+        table = self.table
+        table.focus()
+        # The board may hold rollouts already (a resumed run, a prepared state): show them all;
+        # from here on only change batches are applied.
+        table.rebuild()
         self.set_interval(1 / REPAINT_HZ, self.repaint)
         self.set_interval(1.0, self._tick)
-        self.set_interval(5.0, self._sample_throughput)
+        self._sample_throughput()  # the baseline
+        self.update_summary()
         self.repaint()
         if self.start_work:
             self.run_source()
 
     @work(exit_on_error=False, group="source")
     async def run_source(self) -> None:
+        self._source_state = "running"
         try:
             await self.source.run()
         except Exception as exc:  # the run failed as a whole: say so, keep the dashboard
             self.report(f"the run stopped: {exc}", severity="error")
+        finally:
+            self._source_state = "ended"
         self.repaint()
         if self.quitting:
             self.exit()
@@ -164,33 +194,46 @@ class DashboardApp(App[None]):
             return
         batch = self.board.take_changes()
         table = self.table
-        table.apply_changes(batch.ids, batch.added)
-        self._log_new_problems(batch.ids)
-        self._update_summary()
-        details = self.query_one(DetailsPane)
+        if batch.ids or batch.added:  # the clock's own progress is the tick's job
+            table.apply_changes(batch.ids, batch.added)
+            self._log_new_problems(batch.ids)
+            self.update_summary()
+        # What the keys can do changed: e.g. the selected rollout finished (cancel greys out),
+        # or the servers came up or went away (new and re-run).
+        can_send = not self.source.read_only and self.source.can_send
+        if table.cursor_id in batch.ids or can_send != self._could_send:
+            self._could_send = can_send
+            self.refresh_bindings()
+        details = self.details
         if details.has_class("-open") and (
             table.cursor_id in batch.ids or table.cursor_id != self._shown_details
         ):
             self._show_details()
 
     def _tick(self) -> None:
+        """Once a second: elapsed times move on (table, header, details)."""
+        self._sample_throughput()
         if not self.paused:
             self.table.tick()
-            if self.query_one(DetailsPane).has_class("-open"):
+            self.update_summary()
+            if self.details.has_class("-open"):
                 self._show_details()
 
     def _sample_throughput(self) -> None:
-        self.query_one(SummaryStrip).sample_throughput(self.source.progress().done)
+        """One sparkline sample per window of the app's clock: run time for a live run,
+        recording time for a replay, and none at all on a frozen clock (snapshots)."""
+        now = self.clock()
+        if self._sampled_at is not None and now - self._sampled_at < THROUGHPUT_WINDOW_SEC:
+            return
+        self._sampled_at = now
+        self.summary.sample_throughput(self.source.progress().done)
 
-    def _update_summary(self) -> None:
+    def update_summary(self) -> None:
+        """Header, summary strip and status line, from the board and the source as they are."""
         now = self.clock()
         elapsed = now - self.board.started_at
-        self.query_one(RunHeader).show(
-            self.source.title, self.source.subtitle, self.source.servers(), elapsed
-        )
-        self.query_one(SummaryStrip).show(
-            self.board, self.board.counts(now), self.source.progress(), elapsed
-        )
+        self.header.show(self.source.title, self.source.subtitle, self.source.servers(), elapsed)
+        self.summary.show(self.board, self.board.counts(now), self.source.progress(), elapsed)
         table = self.table
         filters = []
         if table.filter_text:
@@ -210,7 +253,7 @@ class DashboardApp(App[None]):
             line.append("  PAUSED (p resumes)", "bold yellow")
         if self.source.read_only:
             line.append("  replay (read-only)", "cyan")
-        self.query_one("#status-line", Static).update(line)
+        self.status_line.update(line)
 
     def _log_new_problems(self, changed: Iterable[str]) -> None:
         for rollout_id in changed:
@@ -225,7 +268,7 @@ class DashboardApp(App[None]):
 
     def report(self, message: str, *, severity: str = "information") -> None:
         """A toast and an event-log line (the message may hold untrusted text: never markup)."""
-        self.query_one(EventLog).add(self.clock() - self.board.started_at, message)
+        self.event_log.add(self.clock() - self.board.started_at, message)
         self.notify(Text(message).plain, severity=severity, markup=False)  # type: ignore[arg-type]
 
     # -- selection and details -------------------------------------------------------------
@@ -237,20 +280,16 @@ class DashboardApp(App[None]):
     @on(RolloutTable.CursorMoved)
     def _cursor_moved(self) -> None:
         self.refresh_bindings()
-        if self.query_one(DetailsPane).has_class("-open"):
+        if self.details.has_class("-open"):
             self._show_details()
-
-    @on(RolloutTable.Chosen)
-    def _chosen(self) -> None:
-        self.action_details()
 
     def _show_details(self) -> None:
         record = self.selected()
         self._shown_details = record.rollout_id if record else None
-        self.query_one(DetailsPane).show(record, self.board, self.clock())
+        self.details.show(record, self.board, self.clock())
 
     def action_details(self) -> None:
-        pane = self.query_one(DetailsPane)
+        pane = self.details
         pane.toggle_class("-open")
         if pane.has_class("-open"):
             self._show_details()
@@ -258,23 +297,26 @@ class DashboardApp(App[None]):
     # -- enabling ----------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """None greys a binding out: the action makes no sense for the selected row."""
+        """None greys a binding out (it makes no sense for the selected row); False hides it
+        (it makes no sense for this source: steering a replay, playback keys on a live run)."""
+        if action in LIVE_ACTIONS and self.source.read_only:
+            return False
+        if action in REPLAY_ACTIONS:
+            return isinstance(self.source, ReplaySource)
         record = self.selected()
-        live = not self.source.read_only
         if action == "cancel_server":
-            return (
-                live and record is not None and record.in_flight and record.client is not None
-            ) or None
+            return (record is not None and record.in_flight and record.client is not None) or None
         if action == "untrack":
-            return (live and record is not None and record.in_flight) or None
+            return (record is not None and record.in_flight) or None
         if action == "rerun":
             return (
-                live and record is not None and record.finished and record.options is not None
+                self.source.can_send
+                and record is not None
+                and record.finished
+                and record.options is not None
             ) or None
-        if action in ("new_rollout", "cancel_marked"):
-            return live or None
-        if action in ("step", "speed"):
-            return isinstance(self.source, ReplaySource)  # hidden on live runs
+        if action == "new_rollout":
+            return self.source.can_send or None
         return True
 
     # -- actions -----------------------------------------------------------------------------
@@ -340,7 +382,7 @@ class DashboardApp(App[None]):
 
     def action_mark(self) -> None:
         self.table.toggle_mark()
-        self._update_summary()
+        self.update_summary()
 
     def action_new_rollout(self) -> None:
         self.push_screen(NewRolloutScreen(), self._submit)
@@ -371,7 +413,7 @@ class DashboardApp(App[None]):
             self._send(None, rerun_of=record.rollout_id)
 
     def action_filter(self) -> None:
-        bar = self.query_one("#filter-bar", Input)
+        bar = self.filter_bar
         bar.add_class("-open")
         bar.value = self.table.filter_text
         bar.focus()
@@ -380,11 +422,11 @@ class DashboardApp(App[None]):
     def _filter_changed(self, event: Input.Changed) -> None:
         self.table.filter_text = event.value
         self.table.rebuild()
-        self._update_summary()
+        self.update_summary()
 
     @on(Input.Submitted, "#filter-bar")
     def _filter_done(self) -> None:
-        bar = self.query_one("#filter-bar", Input)
+        bar = self.filter_bar
         if not bar.value:
             bar.remove_class("-open")
         self.table.focus()
@@ -392,31 +434,36 @@ class DashboardApp(App[None]):
     def action_status_filter(self, status: str) -> None:
         table = self.table
         current = set(table.filter_statuses or ())
-        current.symmetric_difference_update({status})
+        # A rollout the server never admitted failed too: the failure toggle shows it.
+        group = {status, "not_admitted"} if status == "failure" else {status}
+        if status in current:
+            current -= group
+        else:
+            current |= group
         table.filter_statuses = frozenset(current) or None
         table.rebuild()
-        self._update_summary()
+        self.update_summary()
 
     def action_stuck_only(self) -> None:
         self.table.stuck_only = not self.table.stuck_only
         self.table.rebuild()
-        self._update_summary()
+        self.update_summary()
 
     def action_clear_filters(self) -> None:
         table = self.table
         table.filter_text, table.filter_statuses, table.stuck_only = "", None, False
-        bar = self.query_one("#filter-bar", Input)
+        bar = self.filter_bar
         bar.value = ""
         bar.remove_class("-open")
         table.rebuild()
-        self._update_summary()
+        self.update_summary()
 
     def action_sort(self) -> None:
         table = self.table
         names = list(SORTS)
         table.sort = names[(names.index(table.sort) + 1) % len(names)]
         table.rebuild()
-        self._update_summary()
+        self.update_summary()
 
     def action_step(self) -> None:
         if isinstance(self.source, ReplaySource):
@@ -430,31 +477,53 @@ class DashboardApp(App[None]):
                 self.source.faster()
             else:
                 self.source.slower()
-            self._update_summary()
+            self.update_summary()
 
     def action_pause(self) -> None:
         if isinstance(self.source, ReplaySource):
             # A replay pauses the recording itself; the screen keeps following it.
             self.source.toggle_pause()
-            self._update_summary()
+            self.update_summary()
             return
         self.paused = not self.paused
         if not self.paused:
             self.repaint()
-        self._update_summary()
+        self.update_summary()
 
     def action_event_log(self) -> None:
-        self.query_one(EventLog).toggle_class("-open")
+        self.event_log.toggle_class("-open")
+
+    def _enabled_bindings(self) -> Iterator[Binding]:
+        """The dashboard's bindings that apply to this source (greyed ones included)."""
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding):
+                _namespace, name, parameters = parse_action(binding.action)
+                if self.check_action(name, parameters) is not False:
+                    yield binding
+
+    def _keys(self, binding: Binding) -> str:
+        return ", ".join(
+            self.get_key_display(Binding(key.strip(), binding.action))
+            for key in binding.key.split(",")
+        )
 
     def action_help(self) -> None:
-        shown = [
-            (binding.key_display or binding.key, binding.tooltip or binding.description)
-            for binding in self.BINDINGS
-            if isinstance(binding, Binding)
-        ]
+        shown: list[tuple[str, str]] = []
+        for binding in self._enabled_bindings():
+            if binding.action.startswith("status_filter"):
+                if binding.key == "1":  # the six toggles read better as one line
+                    shown.append(
+                        (
+                            "1 … 6",
+                            "Show or hide a status: "
+                            + ", ".join(f"{k} {v}" for k, v in STATUS_KEYS.items()),
+                        )
+                    )
+                continue
+            shown.append((self._keys(binding), binding.tooltip or binding.description))
         shown += [
-            ("up/down, pgup/pgdn, home/end", "Move the cursor"),
-            ("ctrl+p", "Command palette"),
+            ("↑ ↓ pgup pgdn home end", "Move the cursor (also j, k, g, G, or a click)"),
+            ("^p", "Command palette: every action by name"),
         ]
         self.push_screen(HelpScreen(shown, LEGEND))
 
@@ -476,7 +545,12 @@ class DashboardApp(App[None]):
         self.report(f"exported {len(rows)} rows to {base}.jsonl and .csv")
 
     def action_quit_dashboard(self) -> None:
-        if self.source.read_only or self.source.finished:
+        # A second q while winding down leaves at once, like a second Ctrl-C: everything
+        # finished is already journaled.
+        if self.source.read_only or self.source.finished or self.quitting:
+            self.exit()
+            return
+        if self._source_state == "ended":  # the run stopped on an error: nothing to wind down
             self.exit()
             return
         in_flight = sum(1 for record in self.board if record.in_flight)
@@ -490,24 +564,40 @@ class DashboardApp(App[None]):
             self._stop(cancel=choice == "cancel")
 
     def _stop(self, *, cancel: bool) -> None:
-        self.quitting = True
-        self.report("cancelling in-flight rollouts, then quitting…" if cancel else "quitting…")
-        self.run_worker(self.source.interrupt(cancel_in_flight=cancel), exit_on_error=False)
-        if self.source.finished:
+        """Interrupt the run; the app exits once the run has wound down (see `run_source`)."""
+        self.quitting = True  # before any await: the run may end while the interrupt starts
+        self.report(
+            "cancelling in-flight rollouts, then quitting… (q again quits at once)"
+            if cancel
+            else "quitting… (q again quits at once)"
+        )
+        self._interrupt(cancel)
+
+    @work(exit_on_error=False, group="quit")
+    async def _interrupt(self, cancel: bool) -> None:
+        try:
+            await self.source.interrupt(cancel_in_flight=cancel)
+        except Exception as exc:
+            self.report(f"could not stop the run cleanly: {exc}", severity="error")
+            self.exit()
+            return
+        if self._source_state != "running":
             self.exit()
 
     # -- command palette ---------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.show:
-                action = binding.action
-                yield SystemCommand(
-                    binding.description,
-                    f"{binding.tooltip} ({binding.key_display or binding.key})",
-                    lambda action=action: self.run_action(action),
-                )
+        for binding in self._enabled_bindings():
+            _namespace, name, parameters = parse_action(binding.action)
+            if self.check_action(name, parameters) is not True:
+                continue  # greyed out for the selected row: leave it out of the palette
+            action = binding.action
+            yield SystemCommand(
+                binding.description,
+                f"{binding.tooltip} ({self._keys(binding)})",
+                lambda action=action: self.run_action(action),
+            )
 
 
 EXPORT_FIELDS = (

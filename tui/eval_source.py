@@ -45,6 +45,11 @@ class EvalSource:
     def finished(self) -> bool:
         return self.summary is not None
 
+    @property
+    def can_send(self) -> bool:
+        # The session closes its HTTP client (and stops an embedded server) when it ends.
+        return self.session.runner is not None and not self.finished
+
     def _started(self, _name: str, _todo: int, done_before: int) -> None:
         self._done_before = done_before
 

@@ -111,9 +111,10 @@ class ReplaySource:
         self.position = 0
         self._origin = self.events[0].t
         self._played = 0.0  # recording seconds played so far
-        self._resume = asyncio.Event()
-        self._resume.set()
-        self._step = asyncio.Event()
+        # Steps asked for while paused, not yet played: a step pressed before the player
+        # reached its pause is kept, never lost.
+        self._pending_steps = 0
+        self._wake = asyncio.Event()
         self._ids = {event.rollout_id for event in self.events}
 
     @property
@@ -132,6 +133,10 @@ class ReplaySource:
     @property
     def finished(self) -> bool:
         return self.position >= len(self.events)
+
+    @property
+    def can_send(self) -> bool:
+        return False
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]
@@ -156,14 +161,13 @@ class ReplaySource:
 
     def toggle_pause(self) -> None:
         self.paused = not self.paused
-        if self.paused:
-            self._resume.clear()
-        else:
-            self._resume.set()
+        self._pending_steps = 0
+        self._wake.set()
 
     def step(self) -> None:
         """While paused: play exactly one more event."""
-        self._step.set()
+        self._pending_steps += 1
+        self._wake.set()
 
     def faster(self) -> None:
         self.speed = min(self.speed * 2, 256.0)
@@ -188,12 +192,12 @@ class ReplaySource:
             self.position = index + 1
 
     async def _wait_for_step_or_resume(self) -> None:
-        self._step.clear()
-        resume = asyncio.ensure_future(self._resume.wait())
-        step = asyncio.ensure_future(self._step.wait())
-        await asyncio.wait({resume, step}, return_when=asyncio.FIRST_COMPLETED)
-        resume.cancel()
-        step.cancel()
+        """Hold while paused, until resumed or a step is asked for (which this uses up)."""
+        while self.paused and not self._pending_steps:
+            self._wake.clear()
+            await self._wake.wait()
+        if self.paused:
+            self._pending_steps -= 1
 
     async def _play(self, seconds: float) -> None:
         """Let `seconds` of recording time pass, in slices so pause and speed act promptly."""

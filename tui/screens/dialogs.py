@@ -109,7 +109,8 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = (
         DIALOG_CSS.format(name="HelpScreen")
         + """
-    HelpScreen > Vertical { width: 84; }
+    HelpScreen > Vertical { width: 88; }
+    HelpScreen VerticalScroll { height: auto; max-height: 30; margin-bottom: 1; }
     """
     )
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close")]
@@ -127,13 +128,18 @@ class HelpScreen(ModalScreen[None]):
         keys.add_column()
         for key, description in self.bindings_shown:
             keys.add_row(key, description)
-        legend = Text("phase track: ", "bold")
-        for glyph, meaning in self.legend:
-            legend.append(f"{glyph} {meaning}   ", "")
+        legend = Table.grid(padding=(0, 2))
+        per_line = 5
+        for _ in range(per_line):
+            legend.add_column(no_wrap=True)
+        cells = [Text.assemble((glyph, "bold"), f" {meaning}") for glyph, meaning in self.legend]
+        for start in range(0, len(cells), per_line):
+            legend.add_row(*cells[start : start + per_line])
         with Vertical():
             yield Label(Text("osmosis-tui keys", "bold"))
             with VerticalScroll():
                 yield Static(keys)
+            yield Label(Text("phase track: queued ─ running ─ grading ─ end", "bold"))
             yield Static(legend)
             yield Static(Text("escape, q or ? closes this help", "dim"))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -27,6 +28,10 @@ def _pairs(rows: list[tuple[str, RenderableType]]) -> Table:
     return table
 
 
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 def _short(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "…"
 
@@ -41,18 +46,28 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
     sections.append(
         _pairs(
             [
-                ("rollout", plain(record.rollout_id)),
-                ("row / try", Text(f"{record.row_index} / {record.run_index}")),
-                ("server", plain(record.server or "-")),
+                ("rollout", plain(record.rollout_id, wrap=True)),
+                ("row / try", Text(f"{_or_dash(record.row_index)} / {_or_dash(record.run_index)}")),
+                ("server", plain(record.server or "-", wrap=True)),
                 ("status", status_text(record.display_status)),
                 ("phases", phase_track(record)),
             ]
         )
     )
 
-    phases = Table(title="phases", title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("phase", "seen at", "lasted", "note"):
-        phases.add_column(column, overflow="fold")
+    # Three columns, the middle one wrapping: a skipped phase's reason takes the place of
+    # its time, so that it stays readable in a narrow pane.
+    phases = Table(
+        title="phases",
+        title_justify="left",
+        title_style="bold underline",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    phases.add_column("phase", no_wrap=True)
+    phases.add_column("seen at", ratio=1, overflow="fold")
+    phases.add_column("lasted", no_wrap=True, justify="right")
     seen = {t.status: t for t in record.transitions}
     skipped = record.skipped_phases()
     times = [t.at for t in record.transitions]
@@ -68,32 +83,32 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
                 if phase.is_terminal
                 else (following if following is not None else now) - transition.at
             )
+            current = phase == record.status and not phase.is_terminal and record.in_flight
             phases.add_row(
                 phase.value,
-                f"+{transition.at - t0:.3f}s",
+                f"+{transition.at - t0:.3f}s" + (" (current)" if current else ""),
                 duration(lasted),
-                "current" if phase == record.status and not phase.is_terminal else "",
             )
         elif phase in skipped:
             phases.add_row(
-                Text(phase.value, "dim"),
-                "-",
-                "-",
-                Text(SKIP_EXPLANATIONS[skipped[phase]], "yellow"),
+                Text(phase.value, "dim"), Text(SKIP_EXPLANATIONS[skipped[phase]], "yellow"), ""
             )
         else:
-            phases.add_row(Text(phase.value, "dim"), "-", "-", Text("not yet", "dim"))
+            phases.add_row(Text(phase.value, "dim"), Text("not yet", "dim"), "")
     sections.append(phases)
 
     if record.admission_error is not None:
-        sections.append(_pairs([("not admitted", plain(record.admission_error, "red"))]))
+        sections.append(_pairs([("not admitted", plain(record.admission_error, "red", wrap=True))]))
 
     if result is not None and result.status != RolloutStatus.QUEUED:
         sample = result.sample
         rows: list[tuple[str, RenderableType]] = [
             ("reward", Text(reward(sample.reward if sample else None))),
-            ("error", plain(result.err_category.value if result.err_category else "-", "red")),
-            ("message", plain(_short(result.err_message or "-"))),
+            (
+                "error",
+                plain(result.err_category.value, "red") if result.err_category else Text("-"),
+            ),
+            ("message", plain(_short(result.err_message or "-"), wrap=True)),
         ]
         if sample is not None:
             if sample.remove_sample:
@@ -102,9 +117,9 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
                 role = str(message.get("role", "?"))
                 content = message.get("content")
                 text = content if isinstance(content, str) else json.dumps(content, default=str)
-                rows.append((role, plain(_short(text))))
+                rows.append((role, plain(_short(text), wrap=True)))
             if sample.metrics:
-                rows.append(("metrics", plain(json.dumps(sample.metrics, default=str))))
+                rows.append(("metrics", plain(json.dumps(sample.metrics, default=str), wrap=True)))
         sections.append(Group(Text("result", "bold underline"), _pairs(rows)))
 
     if options is not None:
@@ -114,12 +129,18 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
                 Text("request", "bold underline"),
                 _pairs(
                     [
-                        ("prompt", plain(_short(str(prompt)))),
-                        ("label", plain(options.label if options.label is not None else "-")),
+                        ("prompt", plain(_short(str(prompt)), wrap=True)),
+                        (
+                            "label",
+                            plain(options.label if options.label is not None else "-", wrap=True),
+                        ),
                         ("grade", Text(str(options.grade).lower())),
                         ("agent timeout", Text(duration(options.agent_timeout_sec))),
                         ("grader timeout", Text(duration(options.grader_timeout_sec))),
-                        ("metadata", plain(_short(json.dumps(options.metadata, default=str)))),
+                        (
+                            "metadata",
+                            plain(_short(json.dumps(options.metadata, default=str)), wrap=True),
+                        ),
                     ]
                 ),
             )
@@ -129,7 +150,7 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
     for cancel in record.cancels:
         answer = cancel.disposition or (f"failed: {cancel.error}" if cancel.error else "waiting…")
         ended = f", ended +{cancel.answered_at - t0:.3f}s" if cancel.answered_at else ""
-        cancel_rows.append((f"+{cancel.requested_at - t0:.3f}s", plain(answer + ended)))
+        cancel_rows.append((f"+{cancel.requested_at - t0:.3f}s", plain(answer + ended, wrap=True)))
     if record.untracked:
         cancel_rows.append(
             ("local", Text("stopped tracking; the server keeps it until its lease ends"))
@@ -139,13 +160,20 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
 
     health: list[tuple[str, RenderableType]] = [
         ("polls", Text(f"{record.polls} ok, {record.poll_retries} retried")),
-        ("poll error", plain(record.poll_error or "-", "red" if record.poll_error else "")),
+        (
+            "poll error",
+            plain(record.poll_error or "-", "red" if record.poll_error else "", wrap=True),
+        ),
     ]
     handle = record.handle
-    if handle is not None and not record.finished:
+    if record.untracked:
+        # Nobody renews it any more: whatever the last renewal said is no longer ours to show.
+        health.append(("lease", Text("not renewed (untracked)", "dim")))
+    elif handle is not None and not record.finished:
         left = handle.lease.remaining(now)
-        health.append(("lease", Text(f"{duration(left)} left" if left > 0 else "expired", "")))
-    sections.append(Group(Text("polling", "bold underline"), _pairs(health)))
+        health.append(("lease", Text(f"{duration(left)} left" if left > 0 else "expired")))
+    if handle is not None or record.polls or record.poll_error:  # not for replays
+        sections.append(Group(Text("polling", "bold underline"), _pairs(health)))
     return Group(*[Group(section, Text("")) for section in sections])
 
 
@@ -154,7 +182,9 @@ class DetailsPane(VerticalScroll):
 
     DEFAULT_CSS = """
     DetailsPane {
-        width: 60;
+        width: 40%;
+        min-width: 44;
+        max-width: 72;
         border-left: tall $accent;
         padding: 0 1;
         display: none;

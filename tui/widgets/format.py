@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from rich.text import Text
 
+# ANSI names, so every theme (and NO_COLOR) reads them. Textual maps them through its ANSI
+# theme, where magenta is the same red as failure: grading is bright yellow instead.
 STATUS_STYLES = {
     "queued": "blue",
     "running": "cyan",
-    "grading": "magenta",
+    "grading": "bright_yellow",
     "success": "green",
     "failure": "red",
     "cancelled": "yellow",
@@ -35,10 +37,12 @@ def reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def plain(text: str, style: str = "") -> Text:
+def plain(text: str, style: str = "", *, wrap: bool = False) -> Text:
     """Untrusted text (ids, labels, errors, prompts) as Rich Text: `[` is never markup and
-    control characters cannot reach the terminal."""
+    control characters cannot reach the terminal. One line (ellipsis) unless `wrap`."""
     cleaned = "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+    if wrap:
+        return Text(cleaned, style=style, overflow="fold")
     return Text(cleaned, style=style, no_wrap=True, overflow="ellipsis")
 
 

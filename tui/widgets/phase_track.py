@@ -19,7 +19,7 @@ CURRENT = ("◉", "bold cyan")
 AHEAD = ("·", "dim")
 SKIP_GLYPHS = {
     "not_observed": ("◌", "yellow"),
-    "not_requested": ("–", "dim"),
+    "not_requested": ("○", "dim"),
     "ended_early": ("×", "red"),
 }
 TERMINAL_GLYPHS = {
@@ -39,10 +39,14 @@ SKIP_EXPLANATIONS = {
 LEGEND = (
     ("●", "observed"),
     ("◉", "current"),
-    ("◌", "not observed"),
-    ("–", "not requested"),
-    ("×", "ended early"),
     ("·", "not yet"),
+    ("◌", "not observed"),
+    ("○", "not requested"),
+    ("×", "ended early"),
+    ("✔", "success"),
+    ("✘", "failure"),
+    ("⊘", "cancelled"),
+    ("!", "not admitted"),
 )
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
+from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -26,28 +27,61 @@ from tui.widgets.phase_track import CONNECTOR, phase_cells
 
 Clock = Callable[[], float]
 
+PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
+
 
 @dataclass(frozen=True)
 class Column:
+    key: str
     title: str
+    #: The width it gets (the error and flags columns: the least it gets).
     width: int
     align: str = "left"
+    #: Narrow terminals drop these columns, 1 first (0: always shown).
+    drop: int = 0
 
 
 COLUMNS = (
-    Column("", 2),
-    Column("row", 6, "right"),
-    Column("try", 4, "right"),
-    Column("rollout", 11),
-    Column("status", 13),
-    Column("phases", 8),
-    Column("in phase", 9, "right"),
-    Column("total", 8, "right"),
-    Column("reward", 7, "right"),
-    Column("error", 17),
-    Column("flags", 24),
+    Column("mark", "", 2),
+    Column("row", "row", 6, "right"),
+    Column("try", "try", 4, "right", drop=1),
+    Column("rollout", "rollout", 11),
+    Column("status", "status", 13),
+    Column("phases", "phases", 8),
+    Column("in_phase", "in phase", 9, "right", drop=3),
+    Column("total", "total", 8, "right", drop=2),
+    Column("reward", "reward", 7, "right", drop=4),
+    Column("error", "error", 12, drop=6),
+    Column("flags", "flags", 10, drop=5),
 )
-TABLE_WIDTH = sum(column.width for column in COLUMNS)
+# Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
+# cut), then to the error up to a cap (categories are short; messages are in the details).
+FLAGS_COMFORTABLE = 28
+ERROR_MAX = 20
+
+Layout = tuple[tuple[Column, int], ...]
+
+
+def layout_columns(width: int) -> Layout:
+    """The columns that fit in `width`, with their widths.
+
+    Columns are dropped least useful first until the rest fit (so nothing is cut at 100
+    columns or with the details pane open), then the spare width goes to flags and error.
+    """
+    shown = list(COLUMNS)
+    for level in sorted({column.drop for column in COLUMNS if column.drop}):
+        if sum(column.width for column in shown) <= width:
+            break
+        shown = [column for column in shown if column.drop != level]
+    widths = {column.key: column.width for column in shown}
+    spare = max(width - sum(widths.values()), 0)
+    for key, up_to in (("flags", FLAGS_COMFORTABLE), ("error", ERROR_MAX), ("flags", width)):
+        if key in widths:
+            given = max(min(spare, up_to - widths[key]), 0)
+            widths[key] += given
+            spare -= given
+    return tuple((column, widths[column.key]) for column in shown)
+
 
 SORTS: dict[str, str] = {
     "submitted": "order submitted",
@@ -78,10 +112,20 @@ def _clean(text: str) -> str:
     return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
 
 
+def _overlay(strip: Strip, style: Style) -> Strip:
+    """`style` over every segment's own (`Strip.apply_style` applies it underneath, so a
+    cell's background would hide the cursor's)."""
+    return Strip(Segment.apply_style(strip, post_style=style), strip.cell_length)
+
+
 class RolloutTable(ScrollView, can_focus=True):
-    """Every rollout on the board that passes the filters, in the chosen order."""
+    """Every rollout on the board that passes the filters, in the chosen order.
+
+    Line 0 is the column header; it stays put while the rows scroll under it.
+    """
 
     COMPONENT_CLASSES = {
+        "rollout-table--header",
         "rollout-table--cursor",
         "rollout-table--marked",
         "rollout-table--dim",
@@ -91,13 +135,21 @@ class RolloutTable(ScrollView, can_focus=True):
     RolloutTable {
         height: 1fr;
         overflow-x: hidden;
+        /* The scrollbar's room is kept even while every row fits: the columns do not
+           shift (and every cached line go stale) when the first row too many arrives. */
+        scrollbar-gutter: stable;
         background: $surface;
     }
+    RolloutTable > .rollout-table--header {
+        background: $panel;
+        color: $text-muted;
+        text-style: bold;
+    }
     RolloutTable > .rollout-table--cursor {
-        background: $accent 40%;
+        background: $primary 25%;
     }
     RolloutTable:focus > .rollout-table--cursor {
-        background: $accent 70%;
+        background: $primary 55%;
     }
     RolloutTable > .rollout-table--marked {
         background: $warning 20%;
@@ -123,13 +175,6 @@ class RolloutTable(ScrollView, can_focus=True):
             super().__init__()
             self.rollout_id = rollout_id
 
-    class Chosen(Message):
-        """Enter on a rollout: show its details."""
-
-        def __init__(self, rollout_id: str) -> None:
-            super().__init__()
-            self.rollout_id = rollout_id
-
     def __init__(
         self, board: RolloutBoard, *, clock: Clock = time.monotonic, **kwargs: object
     ) -> None:
@@ -139,6 +184,9 @@ class RolloutTable(ScrollView, can_focus=True):
         self.order: list[str] = []
         self._position: dict[str, int] = {}
         self._strips: dict[str, Strip] = {}
+        self._header: Strip | None = None
+        self._layout: Layout = layout_columns(0)
+        self._layout_width = -1
         self.cursor_id: str | None = None
         self.marks: set[str] = set()
         self.filter_text = ""
@@ -146,11 +194,16 @@ class RolloutTable(ScrollView, can_focus=True):
         self.stuck_only = False
         self.sort = "submitted"
         self._styles: dict[str, Style] = {}
+        self._cached_styles: tuple[Style, ...] = ()
+        self._restyled = True
 
     # -- data ------------------------------------------------------------------------------
 
-    def rebuild(self) -> None:
-        """Recompute which rollouts show and in what order; keeps the cursor on its rollout."""
+    def rebuild(self, changed: set[str] | None = None) -> None:
+        """Recompute which rollouts show and in what order; keeps the cursor on its rollout.
+
+        With `changed` given and the order the same as before, only those rows repaint.
+        """
         now = self.clock()
         records = self.board.select(
             text=self.filter_text or None,
@@ -160,11 +213,19 @@ class RolloutTable(ScrollView, can_focus=True):
         )
         if self.sort != "submitted":
             records.sort(key=self._sort_key(now))
-        self.order = [record.rollout_id for record in records]
-        self._position = {rollout_id: index for index, rollout_id in enumerate(self.order)}
-        self.virtual_size = Size(TABLE_WIDTH, len(self.order))
+        order = [record.rollout_id for record in records]
+        if changed is not None and order == self.order:
+            self._refresh_rows(changed)
+            return
+        self.order = order
+        self._position = {rollout_id: index for index, rollout_id in enumerate(order)}
+        self._resize_virtual()
         self._follow_cursor()
         self.refresh()
+
+    def _resize_virtual(self) -> None:
+        # One line more than there are rows: the header.
+        self.virtual_size = Size(max(self._layout_width, 0), len(self.order) + 1)
 
     def _sort_key(self, now: float) -> Callable[[RolloutRecord], tuple[float, ...]]:
         if self.sort == "row":
@@ -195,48 +256,53 @@ class RolloutTable(ScrollView, can_focus=True):
     def apply_changes(self, changed: Iterable[str], added: Iterable[str]) -> None:
         """Take a change batch from the board: patch in place when the order cannot change."""
         changed = set(changed)
+        added = [rollout_id for rollout_id in added if rollout_id not in self._position]
+        if not changed and not added:
+            return
         for rollout_id in changed:
             self._strips.pop(rollout_id, None)
-        added = list(added)
-        if self.order_depends_on_changes:
-            self.rebuild()
+        # A new rollout goes to the end only in submission order; any other order places it.
+        if self.order_depends_on_changes or (added and self.sort != "submitted"):
+            self.rebuild(changed | set(added))
             return
         for rollout_id in added:
-            if rollout_id not in self._position:
-                self._position[rollout_id] = len(self.order)
-                self.order.append(rollout_id)
+            self._position[rollout_id] = len(self.order)
+            self.order.append(rollout_id)
         if added:
-            self.virtual_size = Size(TABLE_WIDTH, len(self.order))
+            self._resize_virtual()
             if self.cursor_id is None:
                 self._follow_cursor()
         self._refresh_rows(changed | set(added))
 
     def tick(self) -> None:
         """Once a second: times and stuck flags of visible in-flight rollouts move on."""
-        visible = self._visible_ids()
-        moving = {rid for rid in visible if (r := self.board.records.get(rid)) and r.in_flight}
+        moving = {
+            rid for rid in self._visible_ids() if (r := self.board.records.get(rid)) and r.in_flight
+        }
         for rollout_id in moving:
             self._strips.pop(rollout_id, None)
         if self.sort == "phase_time" or self.stuck_only:
-            self.rebuild()
+            self.rebuild(moving)
         else:
             self._refresh_rows(moving)
 
+    @property
+    def _rows_height(self) -> int:
+        """Lines for rows: the widget's height less the header."""
+        return max(self.size.height - 1, 0)
+
     def _visible_ids(self) -> list[str]:
         top = int(self.scroll_offset.y)
-        return self.order[top : top + self.size.height]
+        return self.order[top : top + self._rows_height]
 
-    def _refresh_rows(self, rollout_ids: set[str]) -> None:
-        top = int(self.scroll_offset.y)
-        height = self.size.height
+    def _refresh_rows(self, rollout_ids: Iterable[str]) -> None:
+        """Repaint the visible lines of these rollouts, and nothing else."""
+        top, rows = int(self.scroll_offset.y), self._rows_height
+        width = self.size.width
         for rollout_id in rollout_ids:
             index = self._position.get(rollout_id)
-            if index is not None and top <= index < top + height:
-                self.refresh_line(index - top)
-
-    def refresh_line(self, y: int) -> None:
-        """Repaint one visible line (y relative to the top of the widget)."""
-        self.refresh_lines(int(self.scroll_offset.y) + y, 1)
+            if index is not None and top <= index < top + rows:
+                self.refresh(Region(0, index - top + 1, width, 1))
 
     # -- cursor ----------------------------------------------------------------------------
 
@@ -256,9 +322,7 @@ class RolloutTable(ScrollView, can_focus=True):
         previous = self.cursor_id
         self.cursor_id = rollout_id
         if previous != rollout_id:
-            for rid in (previous, rollout_id):
-                if rid is not None:
-                    self._refresh_rows({rid})
+            self._refresh_rows(rid for rid in (previous, rollout_id) if rid is not None)
             self.post_message(self.CursorMoved(rollout_id))
 
     def move_cursor_to(self, rollout_id: str) -> None:
@@ -270,11 +334,13 @@ class RolloutTable(ScrollView, can_focus=True):
         index = self.cursor_index
         if index is None:
             return
-        top, height = int(self.scroll_offset.y), max(self.size.height, 1)
+        top, rows = int(self.scroll_offset.y), max(self._rows_height, 1)
+        # force: right after a rebuild the scrollbar may not be laid out yet (a filter that
+        # left one row, then cleared), and without it an `overflow: auto` view will not move.
         if index < top:
-            self.scroll_to(y=index, animate=False)
-        elif index >= top + height:
-            self.scroll_to(y=index - height + 1, animate=False)
+            self.scroll_to(y=index, animate=False, force=True)
+        elif index >= top + rows:
+            self.scroll_to(y=index - rows + 1, animate=False, force=True)
 
     def action_cursor(self, delta: int) -> None:
         if not self.order:
@@ -285,16 +351,22 @@ class RolloutTable(ScrollView, can_focus=True):
         self._scroll_to_cursor()
 
     def action_cursor_page(self, direction: int) -> None:
-        self.action_cursor(direction * max(self.size.height - 1, 1))
+        self.action_cursor(direction * max(self._rows_height - 1, 1))
 
     def action_cursor_edge(self, end: int) -> None:
         if self.order:
             self._set_cursor(self.order[-1 if end else 0])
             self._scroll_to_cursor()
 
-    def key_enter(self) -> None:
-        if self.cursor_id is not None:
-            self.post_message(self.Chosen(self.cursor_id))
+    def rollout_at(self, y: int) -> str | None:
+        """The rollout drawn on line `y` of the widget (line 0 is the header)."""
+        index = int(self.scroll_offset.y) + y - 1
+        return self.order[index] if y >= 1 and 0 <= index < len(self.order) else None
+
+    def on_click(self, event: events.Click) -> None:
+        rollout_id = self.rollout_at(event.y)
+        if rollout_id is not None:
+            self._set_cursor(rollout_id)
 
     def toggle_mark(self) -> None:
         rollout_id = self.cursor_id
@@ -320,26 +392,64 @@ class RolloutTable(ScrollView, can_focus=True):
             style = self._styles[name] = Style.parse(name) if name else Style()
         return style
 
+    def _background(self, component: str) -> Style:
+        """Only the (blended) background of a component class: the cells keep their colours."""
+        return Style(bgcolor=self.get_component_rich_style(component).bgcolor)
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._strips.clear()
+        self._restyled = True
+
+    def _check_cache(self) -> None:
+        """Drop the cached lines when what they were drawn with has changed.
+
+        The columns follow the width (the terminal, the details pane). The styles follow the
+        theme; a focus change restyles the widget too, but only the cursor's colour moves,
+        and that is applied on top of the cache, so it costs no redraw of every line.
+        """
+        width = self.scrollable_content_region.width
+        if width != self._layout_width:
+            self._layout_width = width
+            self._layout = layout_columns(width)
+            self._strips.clear()
+            self._header = None
+            self._resize_virtual()
+        if self._restyled:
+            self._restyled = False
+            styles = (
+                self.rich_style,
+                self.get_component_rich_style("rollout-table--header"),
+                self.get_component_rich_style("rollout-table--dim", partial=True),
+                self.get_component_rich_style("rollout-table--marked"),
+            )
+            if styles != self._cached_styles:
+                self._cached_styles = styles
+                self._strips.clear()
+                self._header = None
 
     def render_line(self, y: int) -> Strip:
-        index = int(self.scroll_offset.y) + y
+        self._check_cache()
         width = self.size.width
         base = self.rich_style
-        if index >= len(self.order):
+        if y == 0:
+            if self._header is None:
+                header = "".join(_cell(c.title, w, c.align) for c, w in self._layout)
+                style = base + self.get_component_rich_style("rollout-table--header")
+                self._header = Strip([Segment(header, style)]).crop_extend(0, width, style)
+            return self._header
+        rollout_id = self.rollout_at(y)
+        if rollout_id is None:
             return Strip.blank(width, base)
-        rollout_id = self.order[index]
         strip = self._strips.get(rollout_id)
         if strip is None:
             record = self.board.records.get(rollout_id)
             if record is None:
                 return Strip.blank(width, base)
-            strip = self._strips[rollout_id] = self._render_row(record, base)
-        strip = strip.crop_extend(0, width, base)
+            strip = self._strips[rollout_id] = self._render_row(record, base).crop_extend(
+                0, width, base
+            )
         if rollout_id == self.cursor_id:
-            strip = strip.apply_style(self.get_component_rich_style("rollout-table--cursor"))
+            strip = _overlay(strip, self._background("rollout-table--cursor"))
         return strip
 
     def _render_row(self, record: RolloutRecord, base: Style) -> Strip:
@@ -349,32 +459,10 @@ class RolloutTable(ScrollView, can_focus=True):
         marked = record.rollout_id in self.marks
         result = record.latest_result
         status = record.display_status
-        segments: list[Segment] = []
-
-        def add(text: str, column: Column, cell_style: Style | None = None) -> None:
-            segments.append(Segment(_cell(text, column.width, column.align), cell_style))
-
-        columns = iter(COLUMNS)
-        add("▌" if marked else "", next(columns), style("bold yellow"))
-        add("-" if record.row_index is None else str(record.row_index), next(columns))
-        add("-" if record.run_index is None else str(record.run_index), next(columns), dim)
-        add(_clean(record.rollout_id[:10]), next(columns), dim)
-        status_label = status.replace("_", " ")
-        if record.cancelling:
-            status_label = "cancelling…"
-        add(status_label, next(columns), style(STATUS_STYLES.get(status, "")))
-        track_column = next(columns)
-        for position, (glyph, glyph_style) in enumerate(phase_cells(record)):
-            if position:
-                segments.append(Segment(CONNECTOR[0], style(CONNECTOR[1])))
-            segments.append(Segment(glyph, style(glyph_style)))
-        segments.append(Segment(" " * (track_column.width - 7)))
+        status_label = "cancelling…" if record.cancelling else status.replace("_", " ")
         in_phase = None if record.finished or record.untracked else now - record.phase_started_at
-        add(duration(in_phase), next(columns))
         end = record.terminal_at if record.terminal_at is not None else now
-        add(duration(end - record.submitted_at), next(columns), dim)
         sample_reward = result.sample.reward if result and result.sample else None
-        add(reward(sample_reward), next(columns))
         error = ""
         if record.admission_error is not None:
             error = "not admitted"
@@ -382,11 +470,32 @@ class RolloutTable(ScrollView, can_focus=True):
             error = result.err_category.value
         elif result is not None and result.err_message:
             error = _clean(result.err_message)
-        add(error, next(columns), style("red"))
-        add(", ".join(self._flags(record, now)), next(columns), style("yellow"))
+        cells: dict[str, tuple[str, Style | None]] = {
+            "mark": ("▌" if marked else "", style("bold yellow")),
+            "row": ("-" if record.row_index is None else str(record.row_index), None),
+            "try": ("-" if record.run_index is None else str(record.run_index), dim),
+            "rollout": (_clean(record.rollout_id[:10]), dim),
+            "status": (status_label, style(STATUS_STYLES.get(status, ""))),
+            "in_phase": (duration(in_phase), None),
+            "total": (duration(end - record.submitted_at), dim),
+            "reward": (reward(sample_reward), None),
+            "error": (error, style("red")),
+            "flags": (", ".join(self._flags(record, now)), style("yellow")),
+        }
+        segments: list[Segment] = []
+        for column, width in self._layout:
+            if column.key == "phases":
+                for position, (glyph, glyph_style) in enumerate(phase_cells(record)):
+                    if position:
+                        segments.append(Segment(CONNECTOR[0], style(CONNECTOR[1])))
+                    segments.append(Segment(glyph, style(glyph_style)))
+                segments.append(Segment(" " * (width - PHASE_TRACK_WIDTH)))
+            else:
+                text, cell_style = cells[column.key]
+                segments.append(Segment(_cell(text, width, column.align), cell_style))
         strip = Strip(segments).apply_style(base)
         if marked:
-            strip = strip.apply_style(self.get_component_rich_style("rollout-table--marked"))
+            strip = _overlay(strip, self._background("rollout-table--marked"))
         return strip
 
     def _flags(self, record: RolloutRecord, now: float) -> list[str]:

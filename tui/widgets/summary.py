@@ -78,13 +78,13 @@ class SummaryStrip(Static):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._per_minute: deque[int] = deque(maxlen=30)
+        self._per_window: deque[int] = deque(maxlen=30)
         self._last_done: int | None = None
 
     def sample_throughput(self, done: int) -> None:
         """Called every few seconds; keeps finished-per-interval for the sparkline."""
         if self._last_done is not None:
-            self._per_minute.append(max(done - self._last_done, 0))
+            self._per_window.append(max(done - self._last_done, 0))
         self._last_done = done
 
     def show(
@@ -114,7 +114,7 @@ class SummaryStrip(Static):
             bar.append(f"  ETA {duration(elapsed / progress.done * remaining)}", "dim")
         mean = progress.mean_reward
         bar.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
-        spark = sparkline(list(self._per_minute))
+        spark = sparkline(list(self._per_window))
         if spark:
             bar.append("  done/5s ", "dim")
             bar.append(spark, "cyan")

@@ -1,0 +1,359 @@
+"""Deterministic dashboard states for the snapshot tests and the README screenshots.
+
+Every id, time and result is fixed: boards are filled through `RolloutBoard.observe(...)` at
+chosen instants after a fixed start, the app's clock is frozen, and the source is static (it
+runs nothing). The live behaviour is covered by the Pilot tests; these pin the pictures.
+`python -m tests.tui.states` writes the screenshots/ SVGs from the same states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from pytest_textual_snapshot import normalize_svg
+from textual._doc import take_svg_screenshot
+from textual.pilot import Pilot
+
+from core.board import CancelRequest, RequestOptions, RolloutBoard, RolloutRecord
+from core.types import (
+    CancelRolloutsResponse,
+    RolloutErrorCategory,
+    RolloutResultResponse,
+    RolloutSample,
+    RolloutStatus,
+)
+from tui.app import DashboardApp, create_app
+from tui.source import NewRollout, Progress, ServerView
+from tui.widgets.summary import SummaryStrip
+
+T0 = 5_000.0  # the board's start, on the frozen monotonic clock
+NOW = T0 + 95.0
+SERVER = "http://127.0.0.1:8430"
+CHAT_URL = "http://127.0.0.1:8431/v1"
+THEME = "textual-dark"
+SIZE = (150, 40)
+SYSTEM_PROMPT = "You are a careful calculator. Reply with the number only."
+
+Q, R, G = RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING
+OK, FAIL, CANCELLED = RolloutStatus.SUCCESS, RolloutStatus.FAILURE, RolloutStatus.CANCELLED
+
+
+def rollout_id(n: int) -> str:
+    return hashlib.md5(f"rollout-{n}".encode()).hexdigest()
+
+
+class StaticClient:
+    """Stands in for a `RolloutClient` on a snapshot board: cancels answer without a network."""
+
+    url = SERVER
+
+    async def cancel_rollout(self, rollout_id: str) -> CancelRolloutsResponse:
+        return CancelRolloutsResponse(dispositions={rollout_id: "cancelled_running"})
+
+
+@dataclass
+class StaticSource:
+    """A `DashboardSource` over a prepared board: nothing runs, nothing is sent."""
+
+    board: RolloutBoard
+    total: int
+    title: str = "multiply-20260301-120000"
+    subtitle: str = "model openai/gpt-5-mini · dataset multiply · rollout multiply"
+    read_only: bool = False
+    finished: bool = False
+    can_send: bool = True
+    server_states: list[ServerView] = field(
+        default_factory=lambda: [ServerView(SERVER, "accepting")]
+    )
+
+    def progress(self) -> Progress:
+        done = [r for r in self.board if r.finished]
+        rewards = [
+            r.latest_result.sample.reward
+            for r in done
+            if r.latest_result
+            and r.latest_result.sample
+            and r.latest_result.sample.reward is not None
+        ]
+        completed = [r for r in done if r.grade is not False]
+        return Progress(
+            done=len(done),
+            total=self.total,
+            passed=sum(1 for reward in rewards if reward >= 1.0),
+            completed=len(completed),
+            rewards_sum=sum(rewards),
+            rewards_count=len(rewards),
+        )
+
+    def servers(self) -> list[ServerView]:
+        return self.server_states
+
+    async def run(self) -> None:
+        return None
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None:
+        return None
+
+    async def submit(self, rollout: NewRollout) -> str:
+        raise RuntimeError("a static snapshot board sends nothing")
+
+    async def rerun(self, rollout_id: str) -> str:
+        raise RuntimeError("a static snapshot board sends nothing")
+
+
+def _options(
+    row: int, *, grade: bool = True, metadata: dict[str, Any] | None = None
+) -> RequestOptions:
+    a, b = 12 + row * 7 % 80, 3 + row * 13 % 90
+    return RequestOptions(
+        initial_messages=(
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"What is {a} * {b}?"},
+        ),
+        chat_completions_url=CHAT_URL,
+        label=str(a * b),
+        metadata=metadata,
+        grade=grade,
+        agent_timeout_sec=450.0,
+        grader_timeout_sec=150.0,
+    )
+
+
+def _result(
+    rid: str,
+    status: RolloutStatus,
+    row: int,
+    *,
+    reward: float | None = None,
+    reply: str | None = None,
+    category: RolloutErrorCategory | None = None,
+    message: str | None = None,
+) -> RolloutResultResponse:
+    options = _options(row)
+    sample = None
+    if status is OK:
+        answer = reply if reply is not None else options.label
+        sample = RolloutSample(
+            messages=[*options.initial_messages, {"role": "assistant", "content": answer}],
+            label=options.label,
+            reward=reward,
+            metrics={"total_tokens": 41.0, "chat_seconds": 0.118},
+        )
+    return RolloutResultResponse(
+        rollout_id=rid, status=status, sample=sample, err_message=message, err_category=category
+    )
+
+
+def _add(
+    board: RolloutBoard,
+    n: int,
+    row: int,
+    steps: list[tuple[RolloutStatus, float]],
+    *,
+    result: RolloutResultResponse | None = None,
+    grade: bool = True,
+    metadata: dict[str, Any] | None = None,
+) -> RolloutRecord:
+    rid = rollout_id(n)
+    for index, (status, at) in enumerate(steps):
+        last = index == len(steps) - 1
+        record = board.observe(
+            rid, status, T0 + at, row_index=row, run_index=0, result=result if last else None
+        )
+    record.options = _options(row, grade=grade, metadata=metadata)
+    record.server = SERVER
+    record.client = cast(Any, StaticClient())
+    record.polls = len(steps)
+    return record
+
+
+def running_board() -> RolloutBoard:
+    """A run 95 s in: finished rows of every kind, and rows still in each phase."""
+    board = RolloutBoard(stuck_after_sec=60.0)
+    board.started_at = T0
+    fast = [(Q, 0.0), (R, 0.4), (G, 1.1)]
+    for row in range(6):
+        start = row * 0.9
+        steps = [(s, at + start) for s, at in fast] + [(OK, start + 1.3)]
+        _add(board, row, row, steps, result=_result(rollout_id(row), OK, row, reward=1.0))
+    # A reply that was graded wrong.
+    _add(
+        board,
+        6,
+        6,
+        [(Q, 5.0), (R, 5.3), (G, 6.2), (OK, 6.4)],
+        result=_result(rollout_id(6), OK, 6, reward=0.0, reply="1087"),
+        metadata={"stub": "wrong"},
+    )
+    # Grading not requested: grading is skipped, "not requested".
+    _add(
+        board,
+        7,
+        7,
+        [(Q, 5.6), (R, 6.0), (OK, 7.1)],
+        result=_result(rollout_id(7), OK, 7, reward=None),
+        grade=False,
+    )
+    # The chat endpoint failed: grading never came ("ended early").
+    _add(
+        board,
+        8,
+        8,
+        [(Q, 6.1), (R, 6.5), (FAIL, 6.9)],
+        result=_result(
+            rollout_id(8),
+            FAIL,
+            8,
+            category=RolloutErrorCategory.AGENT_ERROR,
+            message="chat endpoint answered HTTP 500: stub error (X-Stub-Behaviour: error)",
+        ),
+        metadata={"stub": "error"},
+    )
+    # Running and grading happened between two polls: both "not observed".
+    _add(board, 9, 9, [(Q, 7.0), (OK, 8.2)], result=_result(rollout_id(9), OK, 9, reward=1.0))
+    _add(
+        board,
+        10,
+        10,
+        [(Q, 7.4), (R, 7.8), (FAIL, 9.3)],
+        result=_result(
+            rollout_id(10),
+            FAIL,
+            10,
+            category=RolloutErrorCategory.TIMEOUT,
+            message="the row's own 1.5s budget ran out",
+        ),
+        metadata={"stub": "slow:30", "timeout": 1.5},
+    )
+    # Cancelled from the dashboard while running.
+    cancelled = _add(
+        board,
+        11,
+        11,
+        [(Q, 8.0), (R, 8.3), (CANCELLED, 41.2)],
+        result=_result(rollout_id(11), CANCELLED, 11),
+        metadata={"sleep": 120},
+    )
+    cancelled.cancels.append(
+        CancelRequest(
+            requested_at=T0 + 40.9, disposition="cancelled_running", answered_at=T0 + 41.2
+        )
+    )
+    for row in range(12, 16):
+        start = 9.0 + (row - 12) * 1.7
+        steps = [(s, at + start) for s, at in fast] + [(OK, start + 1.4)]
+        _add(board, row, row, steps, result=_result(rollout_id(row), OK, row, reward=1.0))
+    # Still in flight: one stuck in running for over a minute, then each phase.
+    _add(board, 16, 16, [(Q, 12.0), (R, 12.4)], metadata={"sleep": 120})
+    _add(board, 17, 17, [(Q, 88.0), (R, 90.5)])
+    _add(board, 18, 18, [(Q, 89.0), (R, 90.1), (G, 93.8)])
+    untracked = _add(board, 19, 19, [(Q, 70.0), (R, 70.6)], metadata={"sleep": 120})
+    board.stop_tracking([untracked.rollout_id])
+    troubled = _add(board, 20, 20, [(Q, 91.0), (R, 92.2)])
+    troubled.poll_retries = 2
+    _add(board, 21, 21, [(Q, 93.5)])
+    _add(board, 22, 22, [(Q, 94.1)])
+    not_admitted = board.record_not_admitted(
+        rollout_id(23),
+        "POST /rollout returned 422: label must be a string",
+        options=_options(23),
+        row_index=23,
+        run_index=0,
+        server=SERVER,
+    )
+    not_admitted.submitted_at = not_admitted.terminal_at = T0 + 60.2
+    board.take_changes()  # the app starts from a settled board
+    return board
+
+
+def running_source() -> StaticSource:
+    return StaticSource(running_board(), total=40)
+
+
+THROUGHPUT = [3, 5, 4, 6, 5, 2, 1, 3, 4, 2, 1, 1, 2, 1, 1, 0, 1, 0, 2]
+
+
+def build_app(source: StaticSource | None = None) -> DashboardApp:
+    """The dashboard over a static source: frozen clock, fixed theme, no animations."""
+    app = create_app(source or running_source(), clock=lambda: NOW, start_work=False)
+    app.theme = THEME
+    app.animation_level = "none"
+    return app
+
+
+def prepare_view(*, cursor_row: int | None = None) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    """A `run_before` for `snap_compare`: a throughput history, and the cursor on a row."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = cast(DashboardApp, pilot.app)
+        strip = app.query_one(SummaryStrip)
+        done = app.source.progress().done - sum(THROUGHPUT)
+        for finished in THROUGHPUT:
+            done += finished
+            strip.sample_throughput(done)
+        if cursor_row is not None:
+            app.table.move_cursor_to(rollout_id(cursor_row))
+        app.update_summary()
+        await pilot.pause()
+
+    return run_before
+
+
+@dataclass(frozen=True)
+class Shot:
+    """One screenshot (and snapshot test): which keys, on which row, at what size."""
+
+    name: str
+    press: tuple[str, ...] = ()
+    cursor_row: int | None = None
+    size: tuple[int, int] = SIZE
+
+
+SHOTS = (
+    Shot("running"),
+    Shot("details-skipped-grading", press=("enter",), cursor_row=7),  # grade=false
+    Shot("cancel-confirm", press=("c",), cursor_row=16),  # the stuck one
+    Shot("failures", press=("5",)),
+    Shot("help", press=("question_mark",)),
+    Shot("quit", press=("q",)),
+    Shot("narrow", size=(100, 30)),
+)
+
+
+def write_screenshots(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for shot in SHOTS:
+        # The function pytest-textual-snapshot draws its snapshots with: the same pictures.
+        svg = take_svg_screenshot(
+            app=build_app(),
+            press=shot.press,
+            terminal_size=shot.size,
+            run_before=prepare_view(cursor_row=shot.cursor_row),
+        )
+        path = folder / f"{shot.name}.svg"
+        # Without the random per-export id: the same state gives the same file, byte for byte.
+        path.write_text(normalize_svg(svg))
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Write the dashboard screenshots (SVG).")
+    parser.add_argument("folder", type=Path, nargs="?", default=Path("screenshots"))
+    folder = parser.parse_args().folder
+    # The pictures must not depend on the terminal they were made from (as in the tests).
+    for name in ("NO_COLOR", "TEXTUAL_THEME"):
+        os.environ.pop(name, None)
+    for path in write_screenshots(folder):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The Line-API rollout table: column layout per width, and repaints limited to changed rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.board import RolloutBoard
+from core.types import RolloutStatus
+from tests.tui.states import NOW, T0, StaticSource, build_app, running_board
+from tui.widgets.rollout_table import COLUMNS, RolloutTable, layout_columns
+
+
+@pytest.mark.parametrize("width", [40, 56, 88, 98, 109, 158, 240])
+def test_columns_fit_the_width(width: int) -> None:
+    layout = layout_columns(width)
+    keys = [column.key for column, _ in layout]
+    assert sum(w for _, w in layout) <= max(width, sum(c.width for c in COLUMNS if not c.drop))
+    assert {"row", "rollout", "status", "phases"} <= set(keys)
+    if width >= 98:  # a 100-column terminal, less the scrollbar: every column but `try`
+        assert {"in_phase", "total", "reward", "error", "flags"} <= set(keys)
+    if width >= sum(column.width for column in COLUMNS):
+        assert keys == [column.key for column in COLUMNS]
+        assert sum(w for _, w in layout) == width  # the spare width is used, not wasted
+
+
+def finished_board(rows: int) -> RolloutBoard:
+    board = RolloutBoard()
+    board.started_at = T0
+    for n in range(rows):
+        board.observe(f"{n:032x}", RolloutStatus.QUEUED, T0 + n, row_index=n, run_index=0)
+        board.observe(f"{n:032x}", RolloutStatus.SUCCESS, T0 + n + 1)
+    board.take_changes()
+    return board
+
+
+async def test_a_change_repaints_only_its_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    board = finished_board(200)  # nothing in flight: the once-a-second tick has no work
+    app = build_app(StaticSource(board, total=200))
+    rendered: list[str] = []
+    render_row = RolloutTable._render_row
+
+    def counting(self: RolloutTable, record: Any, base: Any) -> Any:
+        rendered.append(record.rollout_id)
+        return render_row(self, record, base)
+
+    monkeypatch.setattr(RolloutTable, "_render_row", counting)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause(0.5)
+        visible = len(rendered)
+        assert 0 < visible < 40  # only the rows on screen were ever drawn
+        rendered.clear()
+        await pilot.pause(0.7)  # two repaint periods without changes
+        assert rendered == []
+        target = f"{3:032x}"
+        for _ in range(500):  # a burst on one rollout: one repaint of one line
+            board.observe(target, RolloutStatus.SUCCESS, NOW)
+        off_screen = f"{150:032x}"
+        board.observe(off_screen, RolloutStatus.SUCCESS, NOW)
+        await pilot.pause(0.5)
+        assert rendered == [target]
+
+
+async def test_rows_on_the_board_before_the_app_starts_are_shown() -> None:
+    app = build_app(StaticSource(running_board(), total=40))
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause()
+        assert len(app.table.order) == len(app.board) == 24
+        assert app.table.cursor_id == app.table.order[0]
+
+
+async def test_a_click_moves_the_cursor_to_that_row() -> None:
+    app = build_app(StaticSource(running_board(), total=40))
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause()
+        await pilot.click(RolloutTable, offset=(20, 3))  # line 0 is the header
+        assert app.table.cursor_id == app.table.order[2]
+        await pilot.click(RolloutTable, offset=(20, 0))
+        assert app.table.cursor_id == app.table.order[2]
+
+
+async def test_the_cursor_stays_in_view_when_a_filter_is_cleared() -> None:
+    app = build_app(StaticSource(finished_board(200), total=200))
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"row", "space", *"150", "enter")
+        table = app.table
+        assert table.order == [f"{150:032x}"] and table.cursor_id == f"{150:032x}"
+        await pilot.press("0")
+        top = int(table.scroll_offset.y)
+        assert table.cursor_index == 150
+        assert top <= 150 < top + table.size.height - 1
+        assert table.rollout_at(150 - top + 1) == f"{150:032x}"
