@@ -50,8 +50,15 @@ async def demo_rollout_server(
         artifact_root=artifact_root,
     )
     app = create_rollout_server(backend=backend, configure_logging=False)
+    registry = app.state.rollout_server.registry
     try:
         async with serve_in_loop(app) as url:
-            yield url
+            try:
+                yield url
+            finally:
+                # The run is over and this server dies with it: whatever it still runs (a
+                # rollout untracked or left behind) is cancelled now, not after the 10 s
+                # shutdown drain a shared server owes its other clients.
+                registry.cancel(registry.select(None, None, True))
     finally:
         await aclose_chat_client()
