@@ -144,8 +144,16 @@ TransitionListener = Callable[[RolloutRecord, RolloutStatus, float], None]
 class RolloutBoard:
     """The run's rollouts by id, in the order they were first seen."""
 
-    def __init__(self, *, stuck_after_sec: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        stuck_after_sec: float | None = None,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
+        """`redact` masks secrets in the error texts the board keeps (a server's err_message
+        may quote the LLM key), so no front end can show or export them."""
         self.started_at = time.monotonic()
+        self._redact = redact
         self.records: dict[str, RolloutRecord] = {}
         self.stuck_after_sec = stuck_after_sec
         self._changed: set[str] = set()
@@ -219,7 +227,7 @@ class RolloutBoard:
             options=options,
             server=server,
             submitted_at=time.monotonic(),
-            admission_error=error if isinstance(error, str) else describe_error(error),
+            admission_error=self._clean(error if isinstance(error, str) else describe_error(error)),
         )
         record.terminal_at = record.submitted_at
         self._add(record)
@@ -272,16 +280,25 @@ class RolloutBoard:
             return
         for transition in handle.transitions[len(record.transitions) :]:
             self._apply(record, transition)
-        record.latest_result = handle.latest_result
+        result = handle.latest_result
+        if result is not None and result.err_message and self._redact is not None:
+            # Only terminal results carry a message, so this runs about once per rollout.
+            message = self._redact(result.err_message)
+            if message != result.err_message:
+                result = result.model_copy(update={"err_message": message})
+        record.latest_result = result
         self._count_failure(record)
         record.polls = handle.polls
         record.poll_retries = handle.poll_retries
-        record.poll_error = handle.last_poll_error
+        record.poll_error = self._clean(handle.last_poll_error)
         if handle.done() and not handle.result_task.cancelled():
             error = handle.result_task.exception()
             if error is not None:
-                record.poll_error = describe_error(error)
+                record.poll_error = self._clean(describe_error(error))
         self._mark(record.rollout_id)
+
+    def _clean(self, text: str | None) -> str | None:
+        return text if text is None or self._redact is None else self._redact(text)
 
     def _apply(self, record: RolloutRecord, transition: Transition) -> None:
         if record.transitions:
@@ -364,7 +381,7 @@ class RolloutBoard:
         try:
             response = await record.client.cancel_rollout(record.rollout_id)
         except Exception as exc:  # a cancel that failed is shown, never raised into the UI
-            request.error = describe_error(exc)
+            request.error = self._clean(describe_error(exc))
             answer = f"error: {request.error}"
         else:
             request.disposition = response.dispositions.get(record.rollout_id, "not_found")

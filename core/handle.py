@@ -246,21 +246,16 @@ class RolloutHandle:
         timeout_sec = self._timeout_sec
         transport_retries = 0
         gateway_retries = 0
-        last_error: Exception | None = None
         while True:
             started = time.monotonic()
             try:
-                response = await self._get(last_error is not None)
+                response = await self._get()
             except _RETRYABLE_TRANSPORT_ERRORS as exc:
                 error: Exception = exc
                 schedule = TRANSPORT_RETRY_DELAYS_SEC
                 delay = schedule[transport_retries] if transport_retries < len(schedule) else None
                 transport_retries += 1
             else:
-                if response is None:
-                    # The retry outlived the lease: the renewal it was meant for is moot.
-                    assert last_error is not None
-                    raise last_error
                 status = response.status_code
                 if status == 200:
                     result = self._parse(response)
@@ -291,7 +286,6 @@ class RolloutHandle:
             await asyncio.sleep(delay)
             if not lease.fits(timeout_sec):
                 raise error
-            last_error = error
 
     def _poll_headers(self) -> httpx.Headers:
         headers = self._headers.get(self.status)
@@ -301,23 +295,25 @@ class RolloutHandle:
             )
         return headers
 
-    async def _get(self, retrying: bool) -> httpx.Response | None:
-        """Send the GET; a retry is also cut off at the lease deadline (then None)."""
-        if not retrying:
+    async def _get(self) -> httpx.Response:
+        """Send the GET, bounded as a whole by the per-request timeout.
+
+        httpx's timeouts bound each socket read, so a body that drips in a byte at a time
+        would never time out; this wall-clock bound turns it into a `ReadTimeout`, retried like
+        any other. (A retry starts only when this whole bound fits in the lease, so no attempt
+        can outlive the lease either.)
+        """
+        with anyio.move_on_after(self._timeout_sec):
             return await self._http.get(
                 self._url,
                 headers=self._poll_headers(),
                 timeout=self._timeout,
                 follow_redirects=False,
             )
-        with anyio.move_on_after(self.lease.remaining()):
-            return await self._http.get(
-                self._url,
-                headers=self._poll_headers(),
-                timeout=self._timeout,
-                follow_redirects=False,
-            )
-        return None
+        raise httpx.ReadTimeout(
+            f"no complete answer within {self._timeout_sec:g} s",
+            request=httpx.Request("GET", self._url),
+        )
 
     def _parse(self, response: httpx.Response) -> RolloutResultResponse:
         try:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from rich.text import Text
 from textual import on, work
@@ -534,8 +536,9 @@ class DashboardApp(App[None]):
             export_row(self.board.records[rid], self.board.started_at) for rid in self.table.order
         ]
         try:
-            base.with_suffix(".jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-            with base.with_suffix(".csv").open("w", newline="") as handle:
+            with _private(base.with_suffix(".jsonl")) as handle:
+                handle.writelines(json.dumps(row) + "\n" for row in rows)
+            with _private(base.with_suffix(".csv")) as handle:
                 writer = csv.DictWriter(handle, fieldnames=list(EXPORT_FIELDS))
                 writer.writeheader()
                 writer.writerows(rows)
@@ -598,6 +601,13 @@ class DashboardApp(App[None]):
                 f"{binding.tooltip} ({self._keys(binding)})",
                 lambda action=action: self.run_action(action),
             )
+
+
+def _private(path: Path) -> TextIO:
+    """A new text file only its owner can read, like every results file (whatever the umask)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "w", newline="")
 
 
 EXPORT_FIELDS = (

@@ -182,6 +182,12 @@ def _json_line(obj: Mapping[str, Any]) -> bytes:
     ).encode()
 
 
+def describe_os_error(exc: OSError) -> str:
+    """`[Errno 28] No space left on device: 'path'` without the noise: the reason and path."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({exc.filename})" if exc.filename else reason
+
+
 # -- run names and the run folder -------------------------------------------------------------
 
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -291,6 +297,19 @@ class RunFolder:
             normalized: dict[str, Any] = json.loads(json.dumps(dict(inputs), allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"run inputs must be JSON data: {exc}") from exc
+        try:
+            return cls._open(output, name, normalized, fresh=fresh)
+        except OSError as exc:
+            # A read-only or full disk, or a folder we may not write: said plainly, before
+            # any rollout runs.
+            raise RunFolderError(
+                f"cannot write the results under {output}: {describe_os_error(exc)}"
+            ) from exc
+
+    @classmethod
+    def _open(
+        cls, output: Path, name: str, normalized: dict[str, Any], *, fresh: bool
+    ) -> RunFolder:
         output.mkdir(parents=True, exist_ok=True)
         folder = output / name
         moved_aside: Path | None = None
@@ -500,8 +519,16 @@ class Journal:
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"{self.path} is closed")
-            _write_all(self._fd, line)
-            os.fsync(self._fd)
+            size = os.fstat(self._fd).st_size
+            try:
+                _write_all(self._fd, line)
+                os.fsync(self._fd)
+            except OSError:
+                # A full disk may take part of the line: cut it off again, so the file still
+                # ends with a whole record (a resume would drop the fragment anyway).
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, size)
+                raise
 
     def close(self) -> None:
         with self._lock:
@@ -560,6 +587,8 @@ class TransitionLog:
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._closed = False
+        #: The first write failure (a full or read-only disk): later lines are dropped.
+        self.error: OSError | None = None
         self._interval = flush_interval_s
         self._stop = threading.Event()
         self._write({"kind": "session", "t": 0.0, "started_at": iso_utc()})
@@ -665,7 +694,17 @@ class TransitionLog:
             data = b"".join(self._buffer)
             self._buffer.clear()
             self._buffered = 0
-            _write_all(self._fd, data)
+            if self.error is not None:
+                return  # the file is diagnostic: after a failed write, lines are dropped
+            try:
+                _write_all(self._fd, data)
+            except OSError as exc:
+                self.error = exc
+                logger.warning(
+                    "writing %s failed; transitions are no longer recorded: %s",
+                    self.path,
+                    describe_os_error(exc),
+                )
 
     def flush(self) -> None:
         with self._lock:
@@ -818,6 +857,8 @@ class RunLog:
         self.redactor = redactor or Redactor()
         self._fd: int | None = _open_append(path)
         self._lock = threading.Lock()
+        #: The first write failure (a full or read-only disk): later lines are dropped.
+        self.error: OSError | None = None
 
     def write(self, message: str, *, source: str | None = None) -> None:
         """Append `message`, one timestamped line per line of it."""
@@ -826,8 +867,12 @@ class RunLog:
         lines = (line.rstrip("\r") for line in text.split("\n"))
         data = "".join(f"{prefix}{line}\n" for line in lines).encode("utf-8", "replace")
         with self._lock:
-            if self._fd is not None:
-                _write_all(self._fd, data)
+            if self._fd is not None and self.error is None:
+                try:
+                    _write_all(self._fd, data)
+                except OSError as exc:
+                    # A log that cannot be written must not end the run it describes.
+                    self.error = exc
 
     def handler(self, level: int = logging.NOTSET) -> logging.Handler:
         return _RunLogHandler(self, level)
@@ -881,6 +926,7 @@ __all__ = [
     "TransitionLog",
     "WarningSink",
     "default_run_name",
+    "describe_os_error",
     "index_rows",
     "manifest_inputs",
     "read_transitions",

@@ -176,6 +176,7 @@ class EvalRunner:
             await asyncio.gather(*workers)
         finally:
             watcher.cancel()
+            self.pool.stop()
         if self.interrupted:
             status: RunStatus = "interrupted"
         elif self.problem is not None or self.pending:
@@ -233,6 +234,9 @@ class EvalRunner:
             grader_timeout_sec=settings.grader_timeout_sec,
         )
         started = time.monotonic()
+        # Which incarnation of the server the rollout is sent to: a restart noticed later (by
+        # the health watcher or another worker) still means this rollout was lost with it.
+        generation = slot.restarts
         try:
             handle = await slot.client.run_rollout_async(
                 list(options.initial_messages),
@@ -254,7 +258,7 @@ class EvalRunner:
             raise _RunProblem(f"admission failed on {slot.url}: {exc}") from exc
         except (RolloutAdmissionTimeoutError, httpx.HTTPError, OSError) as exc:
             self._not_admitted(item, rollout_id, exc, options, slot)
-            if await self._server_lost(slot, item):
+            if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
         record = self.board.track(
@@ -268,7 +272,7 @@ class EvalRunner:
         )
         if self.interrupted:  # admitted while the interrupt was winding the others down
             await self._wind_down([record])
-        await self._await_result(item, record, slot, started)
+        await self._await_result(item, record, slot, started, generation)
 
     def _not_admitted(
         self,
@@ -288,7 +292,12 @@ class EvalRunner:
         )
 
     async def _await_result(
-        self, item: WorkItem, record: RolloutRecord, slot: RolloutServerSlot, started: float
+        self,
+        item: WorkItem,
+        record: RolloutRecord,
+        slot: RolloutServerSlot,
+        started: float,
+        generation: int,
     ) -> None:
         handle = record.handle
         assert handle is not None
@@ -309,18 +318,18 @@ class EvalRunner:
             )
             return
         except (RolloutProtocolError, httpx.HTTPError, OSError) as exc:
-            if await self._server_lost(slot, item):
+            if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(
                 f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
             ) from exc
         self._finish(item, record.rollout_id, result, started)
 
-    async def _server_lost(self, slot: RolloutServerSlot, item: WorkItem) -> bool:
-        """After a failure: if the server restarted or went down, send the item again later."""
-        restarts = slot.restarts
-        await self.pool.probe(slot)
-        if slot.state != "down" and slot.restarts == restarts:
+    async def _server_lost(self, slot: RolloutServerSlot, item: WorkItem, generation: int) -> bool:
+        """After a failure: if the server restarted or went down since the item was sent to
+        it (`generation` = its restart count then), send the item again later."""
+        await self.pool.probe(slot, after_failure=True)
+        if slot.state != "down" and slot.restarts == generation:
             return False
         key = (item.row_index, item.run_index)
         self._requeues[key] = self._requeues.get(key, 0) + 1

@@ -19,6 +19,16 @@ logger = logging.getLogger(__name__)
 HEALTH_INTERVAL_SEC = 2.0
 # Consecutive failed health reads before a server counts as down.
 DOWN_AFTER_FAILURES = 2
+# A /health read that takes longer than this counts as failed (a server that accepts
+# connections and never answers must not hold up the run).
+HEALTH_TIMEOUT_SEC = 10.0
+# When every server is down, how long to wait for one to come back (a restart) before the run
+# stops, and how often to look meanwhile.
+RECOVERY_GRACE_SEC = 10.0
+RECOVERY_PROBE_SEC = 0.5
+# The eval's admission deadline per rollout (PROTOCOL.md §5.7): every POST attempt and every
+# 429 wait. A server that takes the request and never answers is reported by this deadline.
+ADMISSION_TIMEOUT_SEC = 60.0
 
 ServerState = Literal["accepting", "draining", "down"]
 
@@ -75,6 +85,8 @@ class ServerPool:
         self.slots = slots
         self.listeners: list[ServerListener] = []
         self._freed = asyncio.Event()
+        # Shared by every worker waiting for a server to come back while all are down.
+        self._recovery: asyncio.Task[bool] | None = None
 
     @classmethod
     def connect(
@@ -84,7 +96,13 @@ class ServerPool:
             [
                 RolloutServerSlot(
                     url=url,
-                    client=RolloutClient(url=url, http_client=http_client, api_key=api_key),
+                    client=RolloutClient(
+                        url=url,
+                        http_client=http_client,
+                        api_key=api_key,
+                        # Read at call time, so tests can shorten it.
+                        admission_timeout_sec=ADMISSION_TIMEOUT_SEC,
+                    ),
                 )
                 for url in urls
             ]
@@ -105,11 +123,23 @@ class ServerPool:
         return sum(slot.capacity for slot in live if slot.capacity is not None)
 
     async def acquire(self) -> RolloutServerSlot:
-        """The live server with the most free capacity; waits while all are full."""
+        """The live server with the most free capacity; waits while all are full.
+
+        While every server is down it waits up to `RECOVERY_GRACE_SEC` for one to come back
+        (a restarted server is used again), then raises `AllServersDown`.
+        """
         while True:
             live = [slot for slot in self.slots if slot.state != "down"]
             if not live:
-                raise AllServersDown("every rollout server is down")
+                if self._recovery is None or self._recovery.done():
+                    self._recovery = asyncio.ensure_future(self._recover())
+                if not await asyncio.shield(self._recovery):
+                    details = "; ".join(f"{s.url}: {s.last_error}" for s in self.slots)
+                    raise AllServersDown(
+                        f"every rollout server is down and none came back within "
+                        f"{RECOVERY_GRACE_SEC:g} s ({details})"
+                    )
+                continue
             best = max(live, key=lambda slot: slot.free)
             if best.free > 0:
                 best.in_flight += 1
@@ -121,19 +151,46 @@ class ServerPool:
         slot.in_flight -= 1
         self._freed.set()
 
+    def stop(self) -> None:
+        """Stop looking for servers to come back (the run is over)."""
+        if self._recovery is not None:
+            self._recovery.cancel()
+
+    async def _recover(self) -> bool:
+        """Probe the down servers until one answers (True) or the grace period ends (False)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RECOVERY_GRACE_SEC
+        while True:
+            await asyncio.gather(*(self.probe(s) for s in self.slots if s.state == "down"))
+            if any(slot.state != "down" for slot in self.slots):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(min(RECOVERY_PROBE_SEC, max(0.0, deadline - loop.time())))
+
     async def watch(self) -> None:
         """Poll every server's health until cancelled: restarts, drains, outages."""
         while True:
             await asyncio.sleep(HEALTH_INTERVAL_SEC)
             await asyncio.gather(*(self.probe(slot) for slot in self.slots))
 
-    async def probe(self, slot: RolloutServerSlot) -> None:
+    async def probe(self, slot: RolloutServerSlot, *, after_failure: bool = False) -> None:
+        """Read one server's /health and update its state.
+
+        `after_failure`: a request to this server just failed, so a failed read now is the
+        second failure in a row and the server counts as down at once.
+        """
         try:
-            health = await slot.client.health()
-        except (httpx.HTTPError, RolloutProtocolError, OSError) as exc:
+            health = await asyncio.wait_for(slot.client.health(), HEALTH_TIMEOUT_SEC)
+        except (httpx.HTTPError, RolloutProtocolError, OSError, asyncio.TimeoutError) as exc:
             slot.failures += 1
-            slot.last_error = _health_error(exc)
-            if slot.state != "down" and (slot.failures >= DOWN_AFTER_FAILURES or not slot.health):
+            slot.last_error = (
+                f"no answer to /health within {HEALTH_TIMEOUT_SEC:g} s"
+                if isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, httpx.HTTPError)
+                else _health_error(exc)
+            )
+            down = slot.failures >= DOWN_AFTER_FAILURES or not slot.health or after_failure
+            if slot.state != "down" and down:
                 slot.state = "down"
                 self._tell(slot, f"down: {slot.last_error}")
                 self._freed.set()  # waiting workers must look again

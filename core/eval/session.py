@@ -33,6 +33,7 @@ from core.eval.journal import (
     RunLog,
     TransitionLog,
     default_run_name,
+    describe_os_error,
     index_rows,
     manifest_inputs,
     validate_run_name,
@@ -236,11 +237,22 @@ def _dataset_path(
     from server_stub.demo import write_demo_dataset
 
     target = request.output / "demo-dataset.jsonl"
-    fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
-    if target.is_file() and target.read_bytes() == fresh.read_bytes():
-        fresh.unlink()
-    else:
-        os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
+    try:
+        fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
+        if target.is_file() and target.read_bytes() == fresh.read_bytes():
+            fresh.unlink()
+        else:
+            os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
+    except OSError as exc:
+        problems.append(
+            InputProblem(
+                "--output",
+                None,
+                None,
+                f"cannot write the demo dataset under {request.output}: {describe_os_error(exc)}",
+            )
+        )
+        return None
     return target
 
 
@@ -318,11 +330,13 @@ class EvalSession:
         on_notice: Callable[[str], None] | None = None,
     ) -> None:
         self.plan = plan
-        self.board = RolloutBoard(stuck_after_sec=plan.request.stuck_after_sec)
+        self.redactor = Redactor([plan.request.llm_api_key, plan.request.server_api_key])
+        self.board = RolloutBoard(
+            stuck_after_sec=plan.request.stuck_after_sec, redact=self.redactor.redact
+        )
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
         self.on_notice = on_notice or (lambda _message: None)
-        self.redactor = Redactor([plan.request.llm_api_key, plan.request.server_api_key])
         self.pool: ServerPool | None = None
         self.folder: RunFolder | None = None
         self.total_to_run = 0
@@ -330,6 +344,9 @@ class EvalSession:
         self._interrupt: bool | None = None  # requested before the runner existed: cancel?
         self._startup: asyncio.Future[tuple[str, ServerPool]] | None = None
         self._log: RunLog | None = None
+        # Set when a finished item could not be journaled (a full or read-only disk).
+        self._write_problem: str | None = None
+        self._stopping: asyncio.Task[None] | None = None
 
     @property
     def runner(self) -> EvalRunner | None:
@@ -357,10 +374,21 @@ class EvalSession:
         folder = RunFolder.open(request.output, plan.run_name, plan.inputs, fresh=request.fresh)
         self.folder = folder
         async with AsyncExitStack() as stack:
-            log = stack.enter_context(RunLog(folder.logs_path, self.redactor))
-            self._log = log
-            stack.enter_context(_logging_to(log))
-            done = Journal.load(folder.events_path, on_warning=self.notice)
+            try:
+                log = stack.enter_context(RunLog(folder.logs_path, self.redactor))
+                self._log = log
+                stack.enter_context(_logging_to(log))
+                # Read before the journal is opened for appending (which repairs a torn tail).
+                done = Journal.load(folder.events_path, on_warning=self.notice)
+                journal = stack.enter_context(
+                    Journal.open(folder.events_path, on_warning=self.notice)
+                )
+                transitions = TransitionLog(folder.transitions_path)
+            except OSError as exc:
+                raise RunFolderError(
+                    f"cannot write the results in {folder.path}: {describe_os_error(exc)}"
+                ) from exc
+            stack.callback(transitions.close)
             kept = {
                 key: result
                 for key, result in done.items()
@@ -374,15 +402,18 @@ class EvalSession:
             )
             results = dict(kept)
             self.on_start(plan.run_name, len(todo), len(kept))
-            journal = stack.enter_context(Journal.open(folder.events_path, on_warning=self.notice))
-            transitions = TransitionLog(folder.transitions_path)
-            stack.callback(transitions.close)
             self._log_transitions(transitions)
 
             def finished(result: ItemResult) -> None:
                 if result.error_type is not None:  # a server's error text may quote a key
                     result = replace(result, error_type=self.redactor.redact(result.error_type))
-                journal.append(result)  # first: nothing finished is ever lost
+                if self._write_problem is not None:
+                    return  # the journal failed before: this item stays pending
+                try:
+                    journal.append(result)  # first: nothing finished is ever lost
+                except OSError as exc:
+                    self._journal_failed(folder.events_path, exc)
+                    return
                 results[result.key] = result
                 self.on_result(result)
 
@@ -390,12 +421,30 @@ class EvalSession:
             problem: str | None = None
             if todo:
                 status, problem = await self._run_items(stack, folder, todo, finished)
+            if self._stopping is not None:
+                await self._stopping
             _log_cancels(self.board, transitions)
+            if self._write_problem is not None:
+                status = "incomplete"
+                problem = self._write_problem
             if status == "complete" and len(results) < len(plan.items):
                 status = "incomplete"
         return self._write_results(
             folder, results, kept, status=status, problem=problem, started=(started, started_wall)
         )
+
+    def _journal_failed(self, path: Path, exc: OSError) -> None:
+        """A finished item could not be written: stop the run, keep everything written."""
+        self._write_problem = (
+            f"cannot write {path.name}: {describe_os_error(exc)}; the run stopped, every item "
+            "written before is kept and a resume runs the rest"
+        )
+        self.notice(self._write_problem)
+        runner = self._runner
+        if runner is not None:
+            runner.stop_dispatch(self._write_problem)
+            # What is still in flight could not be recorded either: free the servers of it.
+            self._stopping = asyncio.ensure_future(runner.interrupt(cancel_in_flight=True))
 
     async def _run_items(
         self,
@@ -444,7 +493,10 @@ class EvalSession:
         http = await stack.enter_async_context(
             httpx.AsyncClient(
                 transport=AiohttpTransport(limits=EVAL_HTTP_LIMITS),
-                timeout=httpx.Timeout(30.0),
+                # No read timeout of its own: every call bounds itself (polls by the
+                # long-poll hold, admissions by their deadline, health reads and cancels by
+                # theirs), so a server that never answers is reported by the right one.
+                timeout=httpx.Timeout(30.0, read=None),
             )
         )
         chat_url, urls = await self._servers(stack, folder, http)
@@ -525,27 +577,40 @@ class EvalSession:
         plan = self.plan
         started_mono, started_wall = started
         duration_ms = int((time.monotonic() - started_mono) * 1000)
-        write_index(folder.index_path, index_rows(plan.items, results, resumed=kept.keys()))
         summary = compute_metrics(
             results.values(),
             total_items=len(plan.items),
             n=plan.n,
             pass_threshold=plan.pass_threshold,
         )
-        write_json_atomic(
-            folder.metrics_path,
-            metrics_document(
-                summary,
-                run_name=plan.run_name,
-                status="completed" if status == "complete" else status,
-                dataset_name=plan.dataset_name,
-                model_name=plan.model_name,
-                rollout_name=plan.rollout_name,
-                started_at=started_wall,
-                completed_at=datetime.now(timezone.utc),
-                duration_ms=duration_ms,
-            ),
-        )
+        target = folder.index_path
+        try:
+            write_index(target, index_rows(plan.items, results, resumed=kept.keys()))
+            target = folder.metrics_path
+            write_json_atomic(
+                target,
+                metrics_document(
+                    summary,
+                    run_name=plan.run_name,
+                    status="completed" if status == "complete" else status,
+                    dataset_name=plan.dataset_name,
+                    model_name=plan.model_name,
+                    rollout_name=plan.rollout_name,
+                    started_at=started_wall,
+                    completed_at=datetime.now(timezone.utc),
+                    duration_ms=duration_ms,
+                ),
+            )
+        except OSError as exc:
+            # events.jsonl holds every finished item; a resume writes these two again.
+            failed = (
+                f"cannot write {target.name}: {describe_os_error(exc)}; events.jsonl keeps "
+                "every finished item and a resume writes index.jsonl and metrics.json again"
+            )
+            self.notice(failed)
+            problem = failed if problem is None else f"{problem}; {failed}"
+            if status == "complete":
+                status = "incomplete"
         return EvalSummary(
             run_name=plan.run_name,
             status=status,

@@ -354,6 +354,7 @@ async def test_export_writes_jsonl_and_csv_without_secrets(
             exports = sorted(live.folder.parent.glob("osmosis-tui-export-*"))
             assert [p.suffix for p in exports] == [".csv", ".jsonl"]
             csv_file, jsonl_file = exports
+            assert {p.stat().st_mode & 0o777 for p in exports} == {0o600}  # owner-only
             for path in exports:
                 assert secret not in path.read_text()
             lines = [json.loads(line) for line in jsonl_file.read_text().splitlines()]

@@ -1,0 +1,316 @@
+"""Nobody let in, nothing leaked (issue 7 §4).
+
+Already proven elsewhere: bearer auth guards every route (tests/server/test_protocol.py); the
+LLM key and the server key reach their servers and no file or terminal output of a run
+(tests/eval_run/test_secrets.py); the dashboard export of an ordinary failure holds no key
+(tests/tui/test_actions.py); a symlinked entrypoint is refused (tests/eval_run/
+test_workspace.py); journal files are 0600 (tests/eval_results/test_journal.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import queue
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from core.embedded import demo_rollout_server, stub_chat_endpoint
+from core.eval.launcher import LaunchError, resolve_entrypoint, rollout_command
+from server_stub import LocalBackend, create_rollout_server
+from server_stub.llm import create_chat_app
+from server_stub.serving import serve_in_loop
+from server_stub.standalone import is_loopback
+from tests.eval_run.conftest import ServedDemo, child_env, osmosis
+from tests.reliability.conftest import demo_app, multiply_rows, rollout_server, run_session
+from tests.server.plugins import Echo, ExactMatch
+from tui.app import export_row
+from tui.cli import build_parser
+
+LLM_KEY = "llm-" + "5f3c9a1e" * 4
+SERVER_KEY = "srv-" + "0b7d2e64" * 4
+
+
+# -- binding ------------------------------------------------------------------------------------
+
+
+def test_serve_binds_loopback_unless_told_otherwise(demo_server: ServedDemo) -> None:
+    assert build_parser().parse_args(["serve", "--demo"]).host == "127.0.0.1"
+    assert demo_server.url.startswith("http://127.0.0.1:")
+    assert demo_server.chat_url.startswith("http://127.0.0.1:")
+    assert [is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost")] == [True] * 4
+    assert [is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.10", "example.com")] == [False] * 4
+
+
+async def test_the_embedded_servers_bind_loopback() -> None:
+    async with demo_rollout_server() as rollout_url, stub_chat_endpoint() as chat_url:
+        assert rollout_url.startswith("http://127.0.0.1:")
+        assert chat_url.startswith("http://127.0.0.1:")
+
+
+@contextlib.contextmanager
+def serving(*args: str) -> Iterator[tuple[list[str], list[str]]]:
+    """`osmosis-tui serve --demo --port 0 ARGS`; yields its stdout and stderr lines once it
+    printed its URL. Stopped (by its PID) at the end. No traffic is ever sent to it."""
+    process = subprocess.Popen(
+        osmosis("serve", "--demo", "--port", "0", *args),
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out: list[str] = []
+    err: list[str] = []
+    started: queue.Queue[bool] = queue.Queue()
+
+    def pump(stream: Any, into: list[str], signal_start: bool) -> None:
+        for line in stream:
+            into.append(line)
+            if signal_start and line.startswith("rollout server: "):
+                started.put(True)
+        if signal_start:
+            started.put(False)
+
+    threads = [
+        threading.Thread(target=pump, args=(process.stdout, out, True), daemon=True),
+        threading.Thread(target=pump, args=(process.stderr, err, False), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        assert started.get(timeout=60), "".join(err)
+        yield out, err
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for thread in threads:
+            thread.join(timeout=5)
+
+
+def test_serving_on_every_interface_without_a_key_warns() -> None:
+    with serving("--host", "0.0.0.0") as (out, err):
+        warning = "".join(err)
+        url = out[0]
+    assert url.startswith("rollout server: http://0.0.0.0:")
+    assert "warning: serving on 0.0.0.0 without --api-key" in warning
+    assert "anyone who can reach this address can start and cancel rollouts" in warning
+
+
+def test_serving_on_every_interface_with_a_key_does_not_warn() -> None:
+    with serving("--host", "0.0.0.0", "--api-key", SERVER_KEY) as (out, err):
+        pass
+    assert "warning" not in "".join(err)
+    assert SERVER_KEY not in "".join(out + err)
+
+
+# -- constant-time comparisons ----------------------------------------------------------------
+
+
+class CompareSpy:
+    def __init__(self) -> None:
+        self.original = hmac.compare_digest
+        self.calls: list[tuple[Any, Any]] = []
+
+    def __call__(self, a: Any, b: Any) -> bool:
+        self.calls.append((a, b))
+        return self.original(a, b)
+
+
+@pytest.fixture
+def compare_spy(monkeypatch: pytest.MonkeyPatch) -> CompareSpy:
+    spy = CompareSpy()
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    return spy
+
+
+async def test_the_server_bearer_and_the_lease_are_compared_in_constant_time(
+    compare_spy: CompareSpy,
+) -> None:
+    app = create_rollout_server(
+        backend=LocalBackend(workflow=Echo, grader=ExactMatch),
+        api_key=SERVER_KEY,
+        configure_logging=False,
+        result_wait_timeout_sec=0.1,
+        polling_lease_timeout_sec=5.0,
+    )
+    good = {"Authorization": f"Bearer {SERVER_KEY}"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
+        refused = await http.get("/health", headers={"Authorization": f"Bearer {SERVER_KEY[:-1]}x"})
+        bearer_calls = list(compare_spy.calls)
+        body = {
+            "rollout_id": "ct",
+            "initial_messages": [],
+            "chat_completions_url": "u",
+            "label": "42",
+        }
+        admitted = (await http.post("/rollout", json=body, headers=good)).json()
+        compare_spy.calls.clear()
+        lease = {"X-Osmosis-Rollout-Lease": "not-the-token", **good}
+        forbidden = await http.get("/rollout/ct/result", headers=lease)
+        await http.post("/rollout/cancel", json={"ids": ["ct"]}, headers=good)
+    assert refused.status_code == 401
+    assert bearer_calls == [
+        (f"Bearer {SERVER_KEY[:-1]}x".encode(), f"Bearer {SERVER_KEY}".encode())
+    ]
+    assert admitted["status"] == "queued"
+    assert forbidden.status_code == 403
+    # The bearer check, then the lease check: digests of the same length, never the token.
+    assert len(compare_spy.calls) >= 2
+    lease_calls = [c for c in compare_spy.calls if isinstance(c[0], bytes) and len(c[0]) == 32]
+    assert lease_calls and all(len(b) == 32 for _, b in lease_calls)
+    assert all(admitted["polling_lease_token"].encode() not in (a, b) for a, b in compare_spy.calls)
+
+
+async def test_the_stub_chat_endpoint_compares_its_key_in_constant_time(
+    compare_spy: CompareSpy,
+) -> None:
+    app = create_chat_app(api_key=LLM_KEY)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
+        response = await http.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "2*3"}]},
+            headers={"Authorization": "Bearer wrong"},
+        )
+    assert response.status_code == 401
+    assert LLM_KEY not in response.text
+    assert compare_spy.calls, "the key check went through hmac.compare_digest"
+
+
+# -- keys in error messages, the board and the dashboard export ----------------------------------
+
+
+def echoing_gateway() -> Starlette:
+    """A chat gateway that refuses every key and quotes it back, as some providers do."""
+
+    async def chat(request: Request) -> JSONResponse:
+        given = request.headers.get("authorization", "")
+        message = f"Incorrect API key provided: {given.removeprefix('Bearer ')}"
+        return JSONResponse({"error": {"message": message, "code": "invalid_api_key"}}, 401)
+
+    return Starlette(routes=[Route("/{path:path}", chat, methods=["POST"])])
+
+
+async def test_a_gateway_quoting_the_key_back_leaks_it_nowhere(tmp_path: Path) -> None:
+    app = demo_app()
+    async with serve_in_loop(echoing_gateway()) as gateway, rollout_server(app) as url:
+        run = await run_session(
+            tmp_path,
+            multiply_rows(3),
+            servers=(url,),
+            chat_url=f"{gateway}/v1",
+            llm_api_key=LLM_KEY,
+        )
+    assert run.summary.count("failed") == 3
+    board = list(run.session.board)
+    messages = [r.latest_result.err_message for r in board if r.latest_result]
+    # The server's own result does quote the key (it is the gateway's text) ...
+    assert len(messages) == 3
+    assert all(
+        m == "chat endpoint answered HTTP 401: Incorrect API key provided: ***" for m in messages
+    )
+    # ... but the board only ever holds it masked, so nothing drawn or exported has it.
+    exported = [export_row(record, run.session.board.started_at) for record in board]
+    texts = [repr(row) for row in exported]
+    texts += [path.read_text() for path in run.folder.rglob("*") if path.is_file()]
+    texts += run.notices
+    for text in texts:
+        assert LLM_KEY not in text
+
+
+# -- file modes ---------------------------------------------------------------------------------
+
+
+async def test_results_and_logs_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    previous = os.umask(0)  # the most permissive a user could have
+    try:
+        async with rollout_server(demo_app()) as url:
+            run = await run_session(
+                tmp_path, multiply_rows(2), servers=(url,), chat_url="http://127.0.0.1:9/v1"
+            )
+    finally:
+        os.umask(previous)
+    folder = run.folder
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    files = {path.name: stat.S_IMODE(path.stat().st_mode) for path in folder.iterdir()}
+    assert files == dict.fromkeys(
+        [
+            "manifest.json",
+            "events.jsonl",
+            "transitions.jsonl",
+            "index.jsonl",
+            "metrics.json",
+            "logs.txt",
+        ],
+        0o600,
+    )
+
+
+# -- the workspace launcher stays inside rollouts/<rollout>/ -------------------------------------
+
+
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "rollouts" / "good" / "sub").mkdir(parents=True)
+    (root / "rollouts" / "good" / "main.py").write_text("print('ok')\n")
+    (root / "rollouts" / "good" / "sub" / "run.py").write_text("print('ok')\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "main.py").write_text("raise SystemExit('must never run')\n")
+    (root / "rollouts" / "linked").symlink_to(outside, target_is_directory=True)
+    (root / "rollouts" / "good" / "escape").symlink_to(outside, target_is_directory=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("rollout", "entrypoint"),
+    [
+        ("../outside", "main.py"),
+        ("..", "outside/main.py"),
+        ("", "good/main.py"),
+        (".", "good/main.py"),
+        ("good", "../linked/main.py"),
+        ("good", "../../../outside/main.py"),
+        ("good", "/etc/passwd"),
+        ("/tmp", "main.py"),
+        ("linked", "main.py"),  # a rollout folder that is a symlink out of rollouts/
+        ("good", "escape/main.py"),  # a subfolder that is a symlink out of the rollout
+        ("good/sub", "run.py"),  # one folder name, not a path
+    ],
+)
+def test_the_launcher_refuses_every_way_out_of_the_rollout_folder(
+    tmp_path: Path, rollout: str, entrypoint: str
+) -> None:
+    with pytest.raises(LaunchError, match=r"leave rollouts/|not found"):
+        resolve_entrypoint(workspace(tmp_path), rollout, entrypoint)
+
+
+def test_the_launcher_runs_the_entrypoint_from_inside_its_folder(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    folder, target = resolve_entrypoint(root, "good", "sub/run.py")
+    assert folder == (root / "rollouts" / "good").resolve()
+    assert target == folder / "sub" / "run.py"
+    command = rollout_command(folder, str(target.relative_to(folder)))
+    assert command[-1] == "sub/run.py"  # relative: run with cwd = the rollout folder
+    assert command == [sys.executable, "sub/run.py"]  # no pyproject.toml: no `uv run`
