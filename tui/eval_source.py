@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -118,28 +119,10 @@ class EvalSource:
         settings = runner.settings
         slot = await pool.acquire()
         rollout_id = uuid.uuid4().hex
-        options = RequestOptions(
-            initial_messages=options.initial_messages,
-            chat_completions_url=settings.chat_completions_url,
-            label=options.label,
-            metadata=options.metadata,
-            grade=options.grade,
-            agent_timeout_sec=options.agent_timeout_sec,
-            grader_timeout_sec=options.grader_timeout_sec,
-        )
+        options = dataclasses.replace(options, chat_completions_url=settings.chat_completions_url)
         started = time.monotonic()
         try:
-            handle = await slot.client.run_rollout_async(
-                list(options.initial_messages),
-                options.chat_completions_url,
-                rollout_id,
-                llm_api_key=settings.llm_api_key,
-                label=options.label,
-                metadata=options.metadata,
-                grade=options.grade,
-                agent_timeout_sec=options.agent_timeout_sec,
-                grader_timeout_sec=options.grader_timeout_sec,
-            )
+            handle = await options.admit(slot.client, rollout_id, llm_api_key=settings.llm_api_key)
         except BaseException:
             pool.release(slot)
             raise

@@ -90,6 +90,17 @@ def classify(
     error_type = (
         result.err_category.value if result.err_category else result.err_message or "rollout_failed"
     )
+    return failed_item(item, rollout_id, duration_ms, error_type, tokens=tokens)
+
+
+def failed_item(
+    item: WorkItem,
+    rollout_id: str,
+    duration_ms: int,
+    error_type: str | None,
+    *,
+    tokens: int | None = None,
+) -> ItemResult:
     return ItemResult(
         row_index=item.row_index,
         run_index=item.run_index,
@@ -238,16 +249,10 @@ class EvalRunner:
         # the health watcher or another worker) still means this rollout was lost with it.
         generation = slot.restarts
         try:
-            handle = await slot.client.run_rollout_async(
-                list(options.initial_messages),
-                options.chat_completions_url,
+            handle = await options.admit(
+                slot.client,
                 rollout_id,
                 llm_api_key=settings.llm_api_key,
-                label=row.label,
-                metadata=row.metadata,
-                grade=row.grade,
-                agent_timeout_sec=settings.agent_timeout_sec,
-                grader_timeout_sec=settings.grader_timeout_sec,
                 extra_fields={"row_index": item.row_index, "run_index": item.run_index},
             )
         except RolloutProtocolError as exc:
@@ -352,16 +357,6 @@ class EvalRunner:
             if outcome is None:
                 return  # cancelled: pending for a later resume
         else:
-            outcome = ItemResult(
-                row_index=item.row_index,
-                run_index=item.run_index,
-                rollout_id=rollout_id,
-                status="failed",
-                source_row_index=item.source_row_index,
-                reward=None,
-                tokens=None,
-                duration_ms=duration_ms,
-                error_type=error_type,
-            )
+            outcome = failed_item(item, rollout_id, duration_ms, error_type)
         self.finished += 1
         self.on_result(outcome)
