@@ -50,6 +50,7 @@ def serve() -> None:
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)  # connections queue from now on, before uvicorn starts accepting
     print(f"READY {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", http="httptools"

@@ -25,6 +25,7 @@ def _listen() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)  # connections queue from READY on, before uvicorn starts accepting
     return sock
 
 
