@@ -181,7 +181,6 @@ class RolloutBoard:
         self._changed: set[str] = set()
         self._added: list[str] = []
         self._version = 0
-        self._wakeup = asyncio.Event()
         # Finished durations per phase, kept sorted so the median is one index away.
         self._durations: dict[RolloutStatus, list[float]] = {
             status: []
@@ -366,7 +365,6 @@ class RolloutBoard:
 
     def _mark(self, rollout_id: str) -> None:
         self._changed.add(rollout_id)
-        self._wakeup.set()
 
     # -- change batches --------------------------------------------------------------------
 
@@ -374,13 +372,8 @@ class RolloutBoard:
         """The ids changed since the last call (possibly none); the next batch starts empty."""
         changed, self._changed = self._changed, set()
         added, self._added = tuple(self._added), []
-        self._wakeup.clear()
         self._version += 1
         return ChangeBatch(frozenset(changed), self._version, added)
-
-    async def wait_for_changes(self) -> None:
-        """Return once something changed after the last `take_changes()`."""
-        await self._wakeup.wait()
 
     # -- actions ---------------------------------------------------------------------------
 
