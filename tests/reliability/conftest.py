@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import socket
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -23,15 +21,19 @@ from typing import Any
 
 import pytest
 
+# The session-scoped `serve --demo` of the eval tests, shared rather than started again.
 from core.eval.session import EvalRequest, EvalSession, EvalSummary, prepare
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow, aclose_chat_client
 from server_stub.llm import StubChatSettings, create_chat_app
 from server_stub.serving import serve_in_loop
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
-
-# The session-scoped `serve --demo` of the eval tests, shared rather than started again.
-from tests.eval_run.conftest import demo_server  # noqa: F401
+from tests.eval_run.conftest import (  # noqa: F401  (demo_server is a fixture used here)
+    demo_server,
+    multiply_rows,
+    read_jsonl,
+    write_jsonl,
+)
 
 FULL = os.environ.get("OSMOSIS_SOAK") == "full"
 
@@ -39,32 +41,6 @@ FULL = os.environ.get("OSMOSIS_SOAK") == "full"
 def scaled(ci: int, full: int) -> int:
     """`full` under `make soak` (OSMOSIS_SOAK=full), else the CI count."""
     return full if FULL else ci
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def multiply_rows(count: int, **columns: Any) -> list[dict[str, Any]]:
-    return [
-        {"user_prompt": f"What is {a} * 7?", "ground_truth": str(a * 7), **columns}
-        for a in range(2, 2 + count)
-    ]
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    text = path.read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
 
 
 # -- servers on this event loop -----------------------------------------------------------------

@@ -12,12 +12,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from core.eval.launcher import free_port
 from server_stub import Grader, GraderContext
 from server_stub.llm import FixedLatency, StubChatSettings
 from tests.reliability.conftest import (
     chat_endpoint,
     demo_app,
-    free_port,
     multiply_rows,
     read_jsonl,
     rollout_server,

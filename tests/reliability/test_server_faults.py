@@ -22,6 +22,7 @@ import pytest
 
 from core import RolloutAdmissionTimeoutError, RolloutClient
 from core.eval import servers as servers_module
+from core.eval.launcher import free_port
 from server_stub import (
     AgentWorkflow,
     AgentWorkflowContext,
@@ -34,7 +35,6 @@ from tests.reliability.conftest import (
     chat_endpoint,
     demo_app,
     eventually,
-    free_port,
     multiply_rows,
     proxy_to,
     read_jsonl,
