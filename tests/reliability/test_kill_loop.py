@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.eval_run.conftest import ServedDemo, run_eval, start_eval
+from tests.eval_run.conftest import ServedDemo, run_eval, start_eval, wait_until
 from tests.reliability.conftest import FULL, multiply_rows, scaled, write_jsonl
 
 KILLS = scaled(5, 25)
@@ -53,10 +53,17 @@ def test_sigkill_at_random_moments_never_tears_or_duplicates_and_resume_complete
     )
     args = ("--server", demo_server.url, "--dataset-file", str(dataset), "--name", "k")
     events = tmp_path / ".osmosis" / "evals" / "k" / "events.jsonl"
+    log = events.with_name("logs.txt")
     history: list[tuple[float, int]] = []
     for _ in range(KILLS):
         delay = rng.uniform(0.5, 2.5) if FULL else rng.uniform(0.2, 2.0)
+        logged = log.stat().st_size if log.exists() else 0
         run = start_eval(*args, "--max-in-flight", "4", cwd=tmp_path)
+        # The random moment counts from when the run has started (its first log line), not
+        # from the process start, so a slow, loaded machine still kills it mid-run.
+        wait_until(
+            lambda before=logged: log.exists() and log.stat().st_size > before, "the run to start"
+        )
         time.sleep(delay)
         run.send_signal(signal.SIGKILL)
         run.finish()
