@@ -220,7 +220,7 @@ def _add_eval(commands: Any) -> None:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from core.eval.errors import InputError
-    from core.eval.journal import RunFolderError
+    from core.eval.results.folder import RunFolderError
     from core.eval.session import DEFAULT_OUTPUT, EvalRequest, prepare
 
     if args.fresh and args.retry_failed:

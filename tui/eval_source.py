@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 
 from core.board import RequestOptions
-from core.eval.records import ItemResult
+from core.eval.results.records import ItemResult
 from core.eval.session import EvalPlan, EvalSession, EvalSummary
 from tui.source import NewRollout, Progress, ServerView
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.board import RolloutBoard
-from core.eval.journal import Journal, read_transitions
-from core.eval.records import ItemResult
+from core.eval.results.events import Journal
+from core.eval.results.records import ItemResult
+from core.eval.results.transitions import read_transitions
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
 from tui.source import NewRollout, Progress, ServerView
 

@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from core.eval.errors import terminal_safe
-from core.eval.records import ItemResult
+from core.eval.results.records import ItemResult
 from core.eval.session import EvalSummary
 
 

@@ -21,7 +21,7 @@ import httpx
 from core.board import RequestOptions, RolloutBoard, RolloutRecord
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
 from core.eval.dataset import DatasetRow
-from core.eval.records import ItemResult, WorkItem
+from core.eval.results.records import ItemResult, WorkItem
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
 from core.handle import describe_error
 from core.types import RolloutResultResponse, RolloutStatus

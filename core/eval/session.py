@@ -26,24 +26,22 @@ from core.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.config import EvalConfig, load_config
 from core.eval.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
 from core.eval.errors import InputError, InputProblem
-from core.eval.journal import (
-    Journal,
+from core.eval.launcher import LaunchError, launched_rollout_server, resolve_entrypoint
+from core.eval.redact import Redactor
+from core.eval.results.durable import describe_os_error, write_json_atomic
+from core.eval.results.events import Journal
+from core.eval.results.folder import (
     RunFolder,
     RunFolderError,
-    RunLog,
-    TransitionLog,
     default_run_name,
-    describe_os_error,
-    index_rows,
     manifest_inputs,
     validate_run_name,
-    write_index,
-    write_json_atomic,
 )
-from core.eval.launcher import LaunchError, launched_rollout_server, resolve_entrypoint
-from core.eval.metrics import compute_metrics, metrics_document
-from core.eval.records import ItemKey, ItemResult, WorkItem
-from core.eval.redact import Redactor
+from core.eval.results.index import index_rows, write_index
+from core.eval.results.logs import RunLog
+from core.eval.results.metrics import compute_metrics, metrics_document
+from core.eval.results.records import ItemKey, ItemResult, WorkItem
+from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers import AllServersDown, ServerPool
 from core.transport import AiohttpTransport

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.eval.journal import Journal
-from core.eval.metrics import compute_metrics, metrics_document, pass_at_k
-from core.eval.records import ItemResult
+from core.eval.results.events import Journal
+from core.eval.results.metrics import compute_metrics, metrics_document, pass_at_k
+from core.eval.results.records import ItemResult
 
 # n = 4 attempts per row, pass threshold 1.0. Rows 0-3 pass 0, 1, 2 and 4 times; row 4 has
 # three skipped attempts and one pending (no record), so 5 * 4 = 20 work items, 19 finished.

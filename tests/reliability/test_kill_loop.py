@@ -4,7 +4,7 @@ After every kill the journal holds whole records only, never two for one work it
 next resume runs only what is missing; a last resume completes the run with every item
 exactly once. CI kills 5 times; `make soak` (OSMOSIS_SOAK=full) kills 25 times.
 
-tests/eval_results/test_journal.py kills a bare journal writer in a loop; tests/eval_run/
+tests/eval_results/test_events.py kills a bare journal writer in a loop; tests/eval_run/
 test_resume.py kills one eval once. This is the whole command, many times, at any moment:
 during start-up, mid-run, while the results are written at the end.
 """

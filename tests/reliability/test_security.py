@@ -4,7 +4,7 @@ Already proven elsewhere: bearer auth guards every route (tests/server/test_prot
 LLM key and the server key reach their servers and no file or terminal output of a run
 (tests/eval_run/test_secrets.py); the dashboard export of an ordinary failure holds no key
 (tests/tui/test_actions.py); a symlinked entrypoint is refused (tests/eval_run/
-test_workspace.py); journal files are 0600 (tests/eval_results/test_journal.py).
+test_workspace.py); results files are 0600 (tests/eval_results/, one test file per file kind).
 """
 
 from __future__ import annotations

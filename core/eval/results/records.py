@@ -4,8 +4,7 @@ A work item is one attempt at one dataset row, keyed by `(row_index, run_index)`
 `ItemResult` is its finished outcome; `ItemResult.to_json()` is exactly one `events.jsonl`
 record, so the journal, the index and the metrics all read the same fields.
 
-Standard library only: the resume path and the crash tests load this without the client
-stack (pydantic, httpx).
+Standard library only, like every module of `core.eval.results` (see there).
 """
 
 from __future__ import annotations

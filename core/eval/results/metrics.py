@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from core.eval.records import ItemKey, ItemResult, iso_utc
+from core.eval.results.records import ItemKey, ItemResult, iso_utc
 
 
 def pass_at_k(attempts: int, passes: int, k: int) -> float:

@@ -1,0 +1,116 @@
+"""The small durable-write helpers every file of the results folder shares.
+
+Every file is created with mode 0600 and the run folder with 0700. A replaced file is written
+whole or not at all (`write_bytes_atomic`); a create or rename is fsync'd into its folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
+
+# Receives one human-readable warning (a skipped or dropped journal line, a repair).
+WarningSink = Callable[[str], None]
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a create/rename inside `folder` survive a power loss (where the OS allows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return  # e.g. Windows cannot open a directory; the rename is still atomic
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.EACCES):
+            raise
+    finally:
+        os.close(fd)
+
+
+def open_append(path: Path, *, read: bool = False) -> int:
+    """An `O_APPEND` descriptor on `path`, created 0600 (an older file is narrowed to 0600)."""
+    flags = (os.O_RDWR if read else os.O_WRONLY) | os.O_APPEND | os.O_CREAT
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    try:
+        info = os.fstat(fd)
+        # Only a regular file of ours is narrowed: a path that names a device or a pipe
+        # (/dev/null, a FIFO a user points us at) is shared, and its mode is not ours to set.
+        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) != FILE_MODE:
+            os.chmod(path, FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` (mode 0600): readers see the old file or the new, never half."""
+    # mkstemp: a unique name (two writers never share a temp file) created 0600.
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """`obj` as indented JSON plus a newline, via `write_bytes_atomic`. NaN is refused."""
+    text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def json_line(obj: Mapping[str, Any]) -> bytes:
+    """`obj` as one compact JSON line, newline included: the form of every `.jsonl` file."""
+    return (
+        json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    ).encode()
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`[Errno 28] No space left on device: 'path'` without the noise: the reason and path."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({exc.filename})" if exc.filename else reason
+
+
+__all__ = [
+    "FILE_MODE",
+    "FOLDER_MODE",
+    "WarningSink",
+    "describe_os_error",
+    "fsync_dir",
+    "json_line",
+    "open_append",
+    "write_all",
+    "write_bytes_atomic",
+    "write_json_atomic",
+]

@@ -1,0 +1,167 @@
+"""`events.jsonl` of an eval run (EVAL.md §6): the journal of finished work items.
+
+One `ItemResult.to_json()` object per line, written with one `write()` on an `O_APPEND`
+descriptor and fsync'd before `Journal.append` returns. It is the only authority for resume;
+the last record of a `(row_index, run_index)` wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from core.eval.results.durable import WarningSink, fsync_dir, json_line, open_append, write_all
+from core.eval.results.records import ItemKey, ItemResult
+
+logger = logging.getLogger(__name__)
+
+
+def _log_warning(message: str) -> None:
+    logger.warning("%s", message)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    results: dict[ItemKey, ItemResult]
+    warnings: list[str]
+    # Where the next record must start: just past the last newline, or before a last line
+    # that is not JSON. Everything from here on is a torn write.
+    good_size: int
+
+
+def _scan_journal(path: Path, data: bytes) -> _Scan:
+    results: dict[ItemKey, ItemResult] = {}
+    warnings: list[str] = []
+    lines = data.split(b"\n")
+    # split() leaves what follows the last newline as the final element: b"" for a clean file.
+    tail = lines.pop()
+    good_size = len(data) - len(tail)
+    if tail:
+        # One write() per record ends with the newline, so an unterminated line is a record
+        # that never finished (and whose append never returned): dropped even if it parses.
+        warnings.append(
+            f"{path}: dropped a torn last line ({len(tail)} bytes, no newline): {tail[:60]!r}"
+        )
+    offset = 0
+    for number, raw in enumerate(lines, start=1):
+        line_start = offset
+        offset += len(raw) + 1
+        if not raw.strip():
+            continue
+        last = number == len(lines) and not tail
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:
+            if last:
+                warnings.append(f"{path}:{number}: dropped an invalid last line ({exc})")
+                good_size = line_start
+            else:
+                warnings.append(f"{path}:{number}: skipped an invalid line ({exc})")
+            continue
+        try:
+            result = ItemResult.from_json(record)
+        except (ValueError, TypeError) as exc:
+            # Valid JSON with a shape we do not know (e.g. a newer writer): reported and kept
+            # in the file, never truncated away.
+            warnings.append(f"{path}:{number}: skipped a record that is not a result ({exc})")
+            continue
+        # Re-inserting moves the key to the end: iteration order is the order of final records.
+        results.pop(result.key, None)
+        results[result.key] = result
+    return _Scan(results, warnings, good_size)
+
+
+class Journal:
+    """`events.jsonl`: the append-only, fsync'd record of finished work items.
+
+    Safe under SIGKILL at any point: a record is one `write()` on an `O_APPEND` descriptor
+    followed by `fsync`, so the file only ever ends with whole records or one unterminated
+    fragment, and `open` cuts such a fragment off before the first append.
+    """
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def load(path: Path, *, on_warning: WarningSink | None = None) -> dict[ItemKey, ItemResult]:
+        """The final result of every journaled item; `{}` when the file does not exist.
+
+        The last record for a key wins. A torn or invalid last line is dropped, an invalid
+        line elsewhere is skipped; each is reported to `on_warning` (default: this module's
+        logger). Reading never changes the file.
+        """
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        scan = _scan_journal(path, data)
+        for warning in scan.warnings:
+            (on_warning or _log_warning)(warning)
+        return scan.results
+
+    @classmethod
+    def open(cls, path: Path, *, on_warning: WarningSink | None = None) -> Journal:
+        """Open for appending (creating it 0600), first cutting off a torn tail."""
+        created = not path.exists()
+        fd = open_append(path)
+        try:
+            data = path.read_bytes()
+            scan = _scan_journal(path, data)
+            if scan.good_size < len(data):
+                os.ftruncate(fd, scan.good_size)
+                os.fsync(fd)
+                (on_warning or _log_warning)(
+                    f"{path}: repaired: cut {len(data) - scan.good_size} bytes of a torn last "
+                    "line before appending"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        if created:
+            fsync_dir(path.parent)
+        return cls(path, fd)
+
+    def append(self, result: ItemResult) -> None:
+        """Write `result` as one line and fsync it; when this returns, it survives a crash."""
+        line = json_line(result.to_json())
+        with self._lock:
+            if self._fd is None:
+                raise ValueError(f"{self.path} is closed")
+            size = os.fstat(self._fd).st_size
+            try:
+                write_all(self._fd, line)
+                os.fsync(self._fd)
+            except OSError:
+                # A full disk may take part of the line: cut it off again, so the file still
+                # ends with a whole record (a resume would drop the fragment anyway).
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, size)
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+__all__ = ["Journal"]

@@ -1,0 +1,294 @@
+"""`transitions.jsonl` of an eval run (EVAL.md §6): every observed status change.
+
+Diagnostic, buffered, read by `osmosis-tui replay`. Every line is a JSON object with a `kind`
+and `t` (seconds since the session started, rounded to the millisecond); keys whose value
+would be null are left out:
+
+- `{"kind": "session", "t": 0.0, "started_at": ISO-8601 UTC}`: first line written by each
+  process that opens the log. A resumed run appends a new session, and `t` restarts at 0
+  there, so a reader groups lines by session.
+- `{"kind": "status", "rollout_id", "row_index", "run_index", "status", "t"}`: an observed
+  status change (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`,
+  `unknown`, or whatever the server reported). A line without `kind` is read as this one.
+- `{"kind": "admission_retry", "rollout_id", "row_index", "run_index", "t", "attempt",
+  "status_code", "delay_s", "server"?}`: the server refused admission (normally 429) and
+  the client waits `delay_s` before attempt number `attempt + 1`.
+- `{"kind": "cancel_request", "rollout_id", "row_index", "run_index", "t",
+  "disposition"?, "error"?}`: a cancel was requested; `disposition` is the server's answer
+  (`cancelled_queued`, `cancelled_running`, `not_found`), `error` a failed request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from enum import Enum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from core.eval.results.durable import (
+    WarningSink,
+    describe_os_error,
+    json_line,
+    open_append,
+    write_all,
+)
+from core.eval.results.records import iso_utc
+
+logger = logging.getLogger(__name__)
+
+
+def _log_warning(message: str) -> None:
+    logger.warning("%s", message)
+
+
+def _plain(value: Any) -> Any:
+    # Status enums (RolloutStatus, CancelDisposition) are written as their values.
+    return value.value if isinstance(value, Enum) else value
+
+
+class TransitionLog:
+    """`transitions.jsonl`: every observed status change, for the dashboard replay.
+
+    Diagnostic, so not fsync'd: lines are buffered in memory and written by a background
+    thread at least every `flush_interval_s`, and at `close`. A SIGKILL loses at most that
+    much and may leave a torn last line, which `read_transitions` skips and the next
+    `TransitionLog` on the file cuts off before appending.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        started_at: float | None = None,
+        flush_interval_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`started_at` is the session start on `clock` (default: now); `t` counts from it."""
+        self.path = path
+        self._clock = clock
+        self.started_at = clock() if started_at is None else started_at
+        self._fd = open_append(path, read=True)
+        try:
+            _cut_unterminated_tail(self._fd)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._lock = threading.Lock()
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+        self._closed = False
+        #: The first write failure (a full or read-only disk): later lines are dropped.
+        self.error: OSError | None = None
+        self._interval = flush_interval_s
+        self._stop = threading.Event()
+        self._write({"kind": "session", "t": 0.0, "started_at": iso_utc()})
+        self._flusher = threading.Thread(
+            target=self._flush_periodically, name="transitions-flush", daemon=True
+        )
+        self._flusher.start()
+
+    def elapsed(self, at: float | None = None) -> float:
+        """Seconds from the session start to `at` (a `clock` reading; default: now)."""
+        return (self._clock() if at is None else at) - self.started_at
+
+    def record(
+        self,
+        rollout_id: str,
+        row_index: int,
+        run_index: int,
+        status: str,
+        t: float,
+        *,
+        grade: bool | None = None,
+    ) -> None:
+        """An observed status change of one rollout, at `t` seconds since the session start.
+
+        `grade` (whether grading was asked for) goes on a rollout's first record, so that a
+        replay can tell a grading phase that was not requested from one that was missed.
+        """
+        self._write(
+            {
+                "kind": "status",
+                "rollout_id": rollout_id,
+                "row_index": row_index,
+                "run_index": run_index,
+                "status": _plain(status),
+                "t": t,
+                "grade": grade,
+            }
+        )
+
+    def admission_retry(
+        self,
+        rollout_id: str,
+        row_index: int,
+        run_index: int,
+        *,
+        t: float,
+        attempt: int,
+        delay_s: float,
+        status_code: int = 429,
+        server: str | None = None,
+    ) -> None:
+        """Admission attempt `attempt` (1-based) was refused; the next one in `delay_s`."""
+        self._write(
+            {
+                "kind": "admission_retry",
+                "rollout_id": rollout_id,
+                "row_index": row_index,
+                "run_index": run_index,
+                "t": t,
+                "attempt": attempt,
+                "status_code": status_code,
+                "delay_s": round(delay_s, 3),
+                "server": server,
+            }
+        )
+
+    def cancel_request(
+        self,
+        rollout_id: str,
+        row_index: int,
+        run_index: int,
+        *,
+        t: float,
+        disposition: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """A cancel was asked for; `disposition` is the server's answer, `error` a failure."""
+        self._write(
+            {
+                "kind": "cancel_request",
+                "rollout_id": rollout_id,
+                "row_index": row_index,
+                "run_index": run_index,
+                "t": t,
+                "disposition": _plain(disposition),
+                "error": error,
+            }
+        )
+
+    def _write(self, record: dict[str, Any]) -> None:
+        record["t"] = round(float(record["t"]), 3)
+        line = json_line({key: value for key, value in record.items() if value is not None})
+        with self._lock:
+            if self._closed:
+                return  # a late observer after the run ended: nothing to keep it for
+            self._buffer.append(line)
+            self._buffered += len(line)
+            if self._buffered >= 1 << 16:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._buffer:
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            self._buffered = 0
+            if self.error is not None:
+                return  # the file is diagnostic: after a failed write, lines are dropped
+            try:
+                write_all(self._fd, data)
+            except OSError as exc:
+                self.error = exc
+                logger.warning(
+                    "writing %s failed; transitions are no longer recorded: %s",
+                    self.path,
+                    describe_os_error(exc),
+                )
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._flush_locked()
+
+    def _flush_periodically(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.flush()
+            except OSError:
+                logger.exception("writing %s failed", self.path)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._flusher.join()
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush_locked()
+            finally:
+                self._closed = True
+                os.close(self._fd)
+
+    def __enter__(self) -> TransitionLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _cut_unterminated_tail(fd: int) -> None:
+    """Truncate the file behind `fd` to just past its last newline."""
+    size = os.fstat(fd).st_size
+    position = size
+    while position > 0:
+        start = max(0, position - 4096)
+        chunk = os.pread(fd, position - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            cut = start + newline + 1
+            break
+        position = start
+    else:
+        cut = 0
+    if cut < size:
+        os.ftruncate(fd, cut)
+
+
+def read_transitions(
+    path: Path, *, on_warning: WarningSink | None = None
+) -> Iterator[dict[str, Any]]:
+    """The records of `transitions.jsonl` in file order, each with `kind` and `t`.
+
+    A torn last line (no newline) is dropped quietly, as it is the expected result of a
+    crash; other lines that are not records are skipped with a warning.
+    """
+    warn = on_warning or _log_warning
+    with path.open("rb") as stream:
+        for number, raw in enumerate(stream, start=1):
+            if not raw.endswith(b"\n"):
+                return
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError as exc:
+                warn(f"{path}:{number}: skipped an invalid line ({exc})")
+                continue
+            if not isinstance(record, dict):
+                warn(f"{path}:{number}: skipped a line that is not a JSON object")
+                continue
+            record.setdefault("kind", "status")
+            t = record.get("t")
+            if (
+                not isinstance(record["kind"], str)
+                or isinstance(t, bool)
+                or not isinstance(t, (int, float))
+            ):
+                warn(f"{path}:{number}: skipped a record without a kind and a time")
+                continue
+            yield record
+
+
+__all__ = ["TransitionLog", "read_transitions"]

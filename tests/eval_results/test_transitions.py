@@ -1,0 +1,121 @@
+"""`transitions.jsonl` (EVAL.md §6): the replay log, its record shapes and its flushing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from core.eval.results.transitions import TransitionLog, read_transitions
+from tests.eval_results.helpers import file_mode
+
+
+def test_transition_records_and_their_shapes(tmp_path: Path) -> None:
+    path = tmp_path / "transitions.jsonl"
+    log = TransitionLog(path)
+    log.record("r1", 0, 1, "queued", 0.0)
+    log.record("r1", 0, 1, "running", 0.12345)
+    log.admission_retry("r2", 1, 0, t=0.5, attempt=1, delay_s=0.25, server="http://a")
+    log.cancel_request("r1", 0, 1, t=2, disposition="cancelled_running")
+    log.cancel_request("r3", 2, 0, t=2.5, error="POST /rollout/cancel returned 500")
+    log.close()
+    log.close()  # idempotent
+    assert file_mode(path) == 0o600
+    records = list(read_transitions(path))
+    assert records[0]["kind"] == "session"
+    assert records[0]["t"] == 0.0
+    assert records[0]["started_at"].endswith("Z")
+    assert records[1:] == [
+        {"kind": "status", "rollout_id": "r1", "row_index": 0, "run_index": 1,
+         "status": "queued", "t": 0.0},
+        {"kind": "status", "rollout_id": "r1", "row_index": 0, "run_index": 1,
+         "status": "running", "t": 0.123},
+        {"kind": "admission_retry", "rollout_id": "r2", "row_index": 1, "run_index": 0,
+         "t": 0.5, "attempt": 1, "status_code": 429, "delay_s": 0.25, "server": "http://a"},
+        {"kind": "cancel_request", "rollout_id": "r1", "row_index": 0, "run_index": 1,
+         "t": 2.0, "disposition": "cancelled_running"},
+        {"kind": "cancel_request", "rollout_id": "r3", "row_index": 2, "run_index": 0,
+         "t": 2.5, "error": "POST /rollout/cancel returned 500"},
+    ]  # fmt: skip
+
+
+def test_enum_statuses_are_written_as_their_values(tmp_path: Path) -> None:
+    from core.types import CancelDisposition, RolloutStatus
+
+    path = tmp_path / "transitions.jsonl"
+    with TransitionLog(path) as log:
+        log.record("r", 0, 0, RolloutStatus.GRADING, 1.0)
+        log.cancel_request("r", 0, 0, t=1.0, disposition=CancelDisposition.NOT_FOUND)
+    records = list(read_transitions(path))
+    assert records[1]["status"] == "grading"
+    assert records[2]["disposition"] == "not_found"
+
+
+def test_transitions_reach_the_file_without_close(tmp_path: Path) -> None:
+    path = tmp_path / "transitions.jsonl"
+    log = TransitionLog(path, flush_interval_s=0.05)
+    try:
+        log.record("r", 0, 0, "running", log.elapsed())
+        deadline = time.monotonic() + 2
+        while b'"running"' not in path.read_bytes():
+            assert time.monotonic() < deadline, "not flushed by the timer"
+            time.sleep(0.01)
+    finally:
+        log.close()
+
+
+def test_the_default_flush_interval_is_half_a_second(tmp_path: Path) -> None:
+    log = TransitionLog(tmp_path / "t.jsonl")
+    try:
+        assert log._interval <= 0.5
+        log.record("r", 0, 0, "running", 0.0)
+        assert b"running" not in (tmp_path / "t.jsonl").read_bytes()  # buffered, not per record
+    finally:
+        log.close()
+
+
+def test_elapsed_counts_from_the_session_start(tmp_path: Path) -> None:
+    now = [100.0]
+    log = TransitionLog(tmp_path / "t.jsonl", started_at=90.0, clock=lambda: now[0])
+    try:
+        assert log.elapsed() == 10.0
+        assert log.elapsed(95.5) == 5.5
+        now[0] = 101.0
+        assert log.elapsed() == 11.0
+    finally:
+        log.close()
+
+
+def test_a_resumed_session_is_appended_after_cutting_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "transitions.jsonl"
+    with TransitionLog(path) as log:
+        log.record("a", 0, 0, "queued", 0.0)
+    with path.open("ab") as stream:
+        stream.write(b'{"kind": "status", "rollout_')
+    warnings: list[str] = []
+    assert [r["kind"] for r in read_transitions(path, on_warning=warnings.append)] == [
+        "session",
+        "status",
+    ]
+    assert warnings == []  # a torn last line is the normal result of a crash
+    with TransitionLog(path) as log:
+        log.record("b", 1, 0, "queued", 0.0)
+    records = list(read_transitions(path))
+    assert [r["kind"] for r in records] == ["session", "status", "session", "status"]
+    assert records[-1]["rollout_id"] == "b"
+
+
+def test_read_transitions_skips_bad_lines_and_reads_kindless_ones_as_status(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "transitions.jsonl"
+    path.write_text(
+        '{"rollout_id": "a", "row_index": 0, "run_index": 0, "status": "queued", "t": 0}\n'
+        "oops\n"
+        "[1, 2]\n"
+        '{"kind": "status"}\n'
+        '{"kind": "cancel_request", "rollout_id": "a", "row_index": 0, "run_index": 0, "t": 1}\n'
+    )
+    warnings: list[str] = []
+    records = list(read_transitions(path, on_warning=warnings.append))
+    assert [r["kind"] for r in records] == ["status", "cancel_request"]
+    assert len(warnings) == 3
