@@ -55,7 +55,9 @@ def rollout_app(impl: str) -> Any:
 
 
 def chat_app() -> Any:
-    from server_stub.llm import FixedLatency, StubChatSettings, create_chat_app
+    from server_stub.llm import create_chat_app
+    from server_stub.llm_behaviour import StubChatSettings
+    from server_stub.llm_latency import FixedLatency
 
     return create_chat_app(StubChatSettings(latency=FixedLatency(0.0)))
 

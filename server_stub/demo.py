@@ -51,7 +51,9 @@ from typing import Any
 import anyio
 import httpx
 
-from server_stub.llm import BEHAVIOUR_HEADER, LogNormalLatency, StubChatSettings, text_of
+from server_stub.llm_answers import text_of
+from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
+from server_stub.llm_latency import LogNormalLatency
 from server_stub.workflow import (
     AgentWorkflow,
     AgentWorkflowConfig,

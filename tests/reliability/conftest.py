@@ -25,7 +25,8 @@ import pytest
 from core.eval.session import EvalRequest, EvalSession, EvalSummary, prepare
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow, aclose_chat_client
-from server_stub.llm import StubChatSettings, create_chat_app
+from server_stub.llm import create_chat_app
+from server_stub.llm_behaviour import StubChatSettings
 from server_stub.serving import serve_in_loop
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
 from tests.eval_run.conftest import (  # noqa: F401  (demo_server is a fixture used here)

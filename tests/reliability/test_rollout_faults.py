@@ -14,7 +14,8 @@ from typing import Any
 
 from core.eval.launcher import free_port
 from server_stub import Grader, GraderContext
-from server_stub.llm import FixedLatency, StubChatSettings
+from server_stub.llm_behaviour import StubChatSettings
+from server_stub.llm_latency import FixedLatency
 from tests.reliability.conftest import (
     chat_endpoint,
     demo_app,

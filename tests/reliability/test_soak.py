@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from server_stub.demo import aclose_chat_client
-from server_stub.llm import StubChatSettings, UniformLatency, create_chat_app
+from server_stub.llm import create_chat_app
+from server_stub.llm_behaviour import StubChatSettings
+from server_stub.llm_latency import UniformLatency
 from server_stub.serving import serve_in_loop
 from tests.reliability.conftest import (
     FULL,

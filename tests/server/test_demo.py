@@ -46,7 +46,10 @@ from server_stub.demo import (
     demo_rows,
     write_demo_dataset,
 )
-from server_stub.llm import FixedLatency, StubChatSettings, create_chat_app, solve_arithmetic
+from server_stub.llm import create_chat_app
+from server_stub.llm_answers import solve_arithmetic
+from server_stub.llm_behaviour import StubChatSettings
+from server_stub.llm_latency import FixedLatency
 from server_stub.serving import serve_in_loop
 
 LLM_KEY = "sk-demo-test-key"

@@ -14,22 +14,17 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from server_stub.llm import (
+from server_stub.llm import DEFAULT_MODEL, create_chat_app
+from server_stub.llm_answers import count_tokens, format_number, solve_arithmetic
+from server_stub.llm_behaviour import (
     BEHAVIOUR_HEADER,
-    DEFAULT_MODEL,
     HANG_LIMIT_SEC,
     Behaviour,
-    FixedLatency,
-    LogNormalLatency,
     StubChatSettings,
-    UniformLatency,
-    count_tokens,
-    create_chat_app,
-    format_number,
     parse_behaviour,
     plan_request,
-    solve_arithmetic,
 )
+from server_stub.llm_latency import FixedLatency, LogNormalLatency, UniformLatency
 from server_stub.serving import serve_in_loop
 
 KEY = "sk-test-not-a-real-key"
