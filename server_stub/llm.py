@@ -7,6 +7,15 @@ that solves the arithmetic question in the last user message); how and when, fro
 `server_stub.llm_behaviour` (settings plus the per-request `X-Stub-Behaviour` header) and the
 latency models in `server_stub.llm_latency`.
 
+A request with `"stream": true` is answered as `text/event-stream` in the OpenAI streaming
+format (`chat.completion.chunk` events, the reply split into a few content chunks, a last chunk
+with `finish_reason` "stop", a usage chunk when `stream_options.include_usage` is true, then
+`data: [DONE]`), so clients that stream, such as the OpenAI Agents integration, work too. Every
+knob acts before the stream starts: the latency (or `slow`, `hang`) delays the first byte, an
+injected error is an HTTP 500 with a JSON error body, never a broken stream. Both shapes report
+`usage` counted from the text: the prompt is every request message's text, the completion the
+reply.
+
 Waits end early when the client goes away, so an abandoned call never holds up shutdown.
 """
 
@@ -14,19 +23,21 @@ from __future__ import annotations
 
 import hmac
 import itertools
+import json
 import logging
 import random
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from server_stub.llm_answers import count_tokens, reply_for, text_of
+from server_stub.llm_answers import count_tokens, reply_for, stream_pieces, text_of
 from server_stub.llm_behaviour import (
     BEHAVIOUR_HEADER,
     StubChatSettings,
@@ -49,7 +60,75 @@ class StubChatStats:
     wrong_answers: int = 0  # 200s whose answer was deliberately wrong
     rejected: int = 0  # 400s and 401s
     disconnects: int = 0  # clients that left before the answer was ready
+    streamed: int = 0  # completions sent as an event stream (`stream` true)
     in_flight: int = 0
+
+
+# --- answer bodies ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One successful answer, whichever shape (one JSON body or an event stream) carries it."""
+
+    id: str
+    created: int
+    model: str
+    reply: str
+    prompt_tokens: int
+    completion_tokens: int
+
+    def usage(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+
+def completion_body(answer: Answer) -> dict[str, Any]:
+    """The `chat.completion` object of a request with `stream` false."""
+    return {
+        "id": answer.id,
+        "object": "chat.completion",
+        "created": answer.created,
+        "model": answer.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer.reply},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": answer.usage(),
+    }
+
+
+def stream_events(answer: Answer, *, include_usage: bool) -> list[str]:
+    """The server-sent events of a request with `stream` true, as OpenAI sends them.
+
+    `chat.completion.chunk`s whose deltas carry the role and then the reply a few tokens at a
+    time, one with `finish_reason` "stop", with `include_usage` a last one with no choices and
+    the usage (the others then say `"usage": null`), and finally `data: [DONE]`.
+    """
+
+    def chunk(choices: list[dict[str, Any]]) -> dict[str, Any]:
+        head = {"id": answer.id, "object": "chat.completion.chunk", "created": answer.created}
+        return {**head, "model": answer.model, "choices": choices}
+
+    def choice(delta: dict[str, str], finish_reason: str | None = None) -> dict[str, Any]:
+        return {"index": 0, "delta": delta, "finish_reason": finish_reason}
+
+    pieces = stream_pieces(answer.reply)
+    chunks = [chunk([choice({"role": "assistant", "content": pieces[0]})])]
+    chunks += [chunk([choice({"content": piece})]) for piece in pieces[1:]]
+    chunks.append(chunk([choice({}, "stop")]))
+    if include_usage:
+        for each in chunks:
+            each["usage"] = None
+        chunks.append({**chunk([]), "usage": answer.usage()})
+    events = [f"data: {json.dumps(each, separators=(',', ':'))}\n\n" for each in chunks]
+    return [*events, "data: [DONE]\n\n"]
 
 
 # --- the app ------------------------------------------------------------------------------------
@@ -105,7 +184,7 @@ class _ChatHandler:
         given = request.headers.get("authorization", "").encode()
         return hmac.compare_digest(given, self._expected)
 
-    async def endpoint(self, request: Request) -> JSONResponse:
+    async def endpoint(self, request: Request) -> Response:
         self.stats.requests += 1
         self.stats.in_flight += 1
         try:
@@ -115,7 +194,7 @@ class _ChatHandler:
         logger.debug("stub chat %s -> %d", request.url.path, response.status_code)
         return response
 
-    async def _handle(self, request: Request) -> JSONResponse:
+    async def _handle(self, request: Request) -> Response:
         if not self._authorized(request):
             self.stats.rejected += 1
             message = "Incorrect API key provided."
@@ -139,7 +218,11 @@ class _ChatHandler:
             self.stats.wrong_answers += 1
         self.stats.completions += 1
         reply = reply_for(body["messages"], plan.outcome, plan.delta)
-        return JSONResponse(self._completion(body, reply))
+        answer = self._answer(body, reply)
+        if body.get("stream"):
+            self.stats.streamed += 1
+            return _event_stream(stream_events(answer, include_usage=_wants_usage(body)))
+        return JSONResponse(completion_body(answer))
 
     @staticmethod
     async def _read_body(request: Request) -> dict[str, Any]:
@@ -149,34 +232,42 @@ class _ChatHandler:
             raise ValueError("the request body is not valid JSON") from None
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             raise ValueError("'messages' must be a list of chat messages")
-        if body.get("stream"):
-            raise ValueError("the stub does not support streaming; send stream=false")
+        # isinstance, not `in (True, False)`: 1 == True, and OpenAI takes only a boolean.
+        if not isinstance(body.get("stream"), bool | None):
+            raise ValueError("'stream' must be a boolean")
+        if not isinstance(body.get("stream_options"), dict | None):
+            raise ValueError("'stream_options' must be an object")
         return body
 
-    def _completion(self, body: dict[str, Any], reply: str) -> dict[str, Any]:
+    def _answer(self, body: dict[str, Any], reply: str) -> Answer:
         model = body.get("model")
         prompt_tokens = sum(
             count_tokens(text_of(m.get("content"))) for m in body["messages"] if isinstance(m, dict)
         )
-        completion_tokens = count_tokens(reply)
-        return {
-            "id": f"chatcmpl-stub-{next(self._ids):08d}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model if isinstance(model, str) and model else DEFAULT_MODEL,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": reply},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        return Answer(
+            id=f"chatcmpl-stub-{next(self._ids):08d}",
+            created=int(time.time()),
+            model=model if isinstance(model, str) and model else DEFAULT_MODEL,
+            reply=reply,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=count_tokens(reply),
+        )
+
+
+def _wants_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _event_stream(events: list[str]) -> StreamingResponse:
+    async def send() -> AsyncIterator[str]:
+        for event in events:
+            yield event
+
+    # no-cache: a proxy in between must pass each event on, not hold the stream back.
+    return StreamingResponse(
+        send(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
 
 
 def create_chat_app(

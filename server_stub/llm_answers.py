@@ -7,6 +7,7 @@ and decimals; the answer is just the number. Anything else gets a short fixed re
 
 from __future__ import annotations
 
+import itertools
 import re
 from decimal import Context, Decimal
 from fractions import Fraction
@@ -26,6 +27,8 @@ _OPERATORS: dict[str, str] = {
     "/": "/", "÷": "/", "divided by": "/", "over": "/",
 }  # fmt: skip
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+#: A streamed reply comes in at most this many content chunks.
+STREAM_PIECES = 4
 FALLBACK_REPLY = "I am the osmosis stub model. Ask me arithmetic, e.g. 'What is 17 * 23?'"
 WRONG_FALLBACK_REPLY = "I am not sure."
 
@@ -75,6 +78,18 @@ def text_of(content: Any) -> str:
 def count_tokens(text: str) -> int:
     """Words and punctuation marks: a plausible stand-in for a tokenizer."""
     return len(_TOKEN.findall(text))
+
+
+def stream_pieces(text: str, most: int = STREAM_PIECES) -> list[str]:
+    """`text` cut at token starts into at most `most` pieces of about as many tokens each.
+
+    The pieces join back to `text` exactly, whitespace included; a text of one token or none
+    is one piece.
+    """
+    starts = [match.start() for match in _TOKEN.finditer(text)]
+    per_piece = -(-len(starts) // most)  # ceiling division
+    cuts = [0, *starts[per_piece::per_piece], len(text)] if per_piece else [0, len(text)]
+    return [text[begin:end] for begin, end in itertools.pairwise(cuts)]
 
 
 def reply_for(messages: list[Any], outcome: Outcome, delta: int) -> str:

@@ -1,4 +1,7 @@
-"""The stub chat endpoint, served by a real uvicorn on a loopback port and called with httpx."""
+"""The stub chat endpoint, served by a real uvicorn on a loopback port and called with httpx.
+
+Streamed answers (`stream` true) have their own tests in test_llm_stream.py.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
 from fractions import Fraction
 from typing import Any
 
@@ -26,46 +28,7 @@ from server_stub.llm_behaviour import (
 )
 from server_stub.llm_latency import FixedLatency, LogNormalLatency, UniformLatency
 from server_stub.serving import serve_in_loop
-
-KEY = "sk-test-not-a-real-key"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-
-
-def ask(question: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "model": "osmosis-rollout",
-        "messages": [{"role": "user", "content": question}],
-        **extra,
-    }
-
-
-async def chat(
-    client: httpx.AsyncClient,
-    url: str,
-    question: str = "What is 17 * 23?",
-    *,
-    path: str = "/v1",
-    headers: dict[str, str] | None = None,
-    **kwargs: Any,
-) -> httpx.Response:
-    return await client.post(
-        f"{url}{path}/chat/completions",
-        json=ask(question),
-        headers={**AUTH, **(headers or {})},
-        **kwargs,
-    )
-
-
-@pytest.fixture
-def app() -> Starlette:
-    return create_chat_app(StubChatSettings(latency=FixedLatency(0.0)), api_key=KEY)
-
-
-@pytest.fixture
-async def stub(app: Starlette) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
-    async with serve_in_loop(app) as url, httpx.AsyncClient(timeout=5.0) as client:
-        yield url, client
-
+from tests.server.chat import AUTH, KEY, ask, chat, outcomes
 
 # --- pure helpers -------------------------------------------------------------------------------
 
@@ -216,7 +179,7 @@ async def test_non_arithmetic_gets_a_short_fixed_reply_and_default_model(
 
 
 async def test_any_base_path_reaches_the_endpoint(
-    app: Starlette, stub: tuple[str, httpx.AsyncClient]
+    chat_app: Starlette, stub: tuple[str, httpx.AsyncClient]
 ) -> None:
     url, client = stub
     paths = ("", "/v1", "/v1/rollouts/9b1d0c", "/a/b/c/d")
@@ -224,7 +187,7 @@ async def test_any_base_path_reaches_the_endpoint(
         response = await chat(client, url, path=path)
         assert response.status_code == 200, path
         assert response.json()["choices"][0]["message"]["content"] == "391"
-    assert app.state.stats.completions == len(paths)
+    assert chat_app.state.stats.completions == len(paths)
 
 
 async def test_other_paths_and_methods_are_not_served(stub: tuple[str, httpx.AsyncClient]) -> None:
@@ -234,7 +197,7 @@ async def test_other_paths_and_methods_are_not_served(stub: tuple[str, httpx.Asy
 
 
 async def test_bearer_is_required_when_configured(
-    app: Starlette, stub: tuple[str, httpx.AsyncClient]
+    chat_app: Starlette, stub: tuple[str, httpx.AsyncClient]
 ) -> None:
     url, client = stub
     attempts: list[dict[str, str]] = [
@@ -251,8 +214,8 @@ async def test_bearer_is_required_when_configured(
         assert error["type"] == "invalid_request_error"
         assert error["code"] == "invalid_api_key"
         assert KEY not in response.text
-    assert app.state.stats.rejected == len(attempts)
-    assert app.state.stats.completions == 0
+    assert chat_app.state.stats.rejected == len(attempts)
+    assert chat_app.state.stats.completions == 0
 
 
 async def test_without_a_key_no_bearer_is_needed() -> None:
@@ -262,31 +225,35 @@ async def test_without_a_key_no_bearer_is_needed() -> None:
     assert response.json()["choices"][0]["message"]["content"] == "42"
 
 
-async def test_bad_requests_get_400(app: Starlette, stub: tuple[str, httpx.AsyncClient]) -> None:
+async def test_bad_requests_get_400(
+    chat_app: Starlette, stub: tuple[str, httpx.AsyncClient]
+) -> None:
     url, client = stub
     post = f"{url}/v1/chat/completions"
     assert (await client.post(post, content=b"{not json", headers=AUTH)).status_code == 400
     assert (await client.post(post, json={"messages": "hi"}, headers=AUTH)).status_code == 400
-    assert (await client.post(post, json=ask("1+1", stream=True), headers=AUTH)).status_code == 400
+    for stream in ("yes", 1):
+        bad_stream = await client.post(post, json=ask("1+1", stream=stream), headers=AUTH)
+        assert bad_stream.status_code == 400, stream
     unknown = await chat(client, url, headers={BEHAVIOUR_HEADER: "explode"})
     assert unknown.status_code == 400
     assert "explode" in unknown.json()["error"]["message"]
-    assert app.state.stats.rejected == 4
+    assert chat_app.state.stats.rejected == 5
 
 
 async def test_error_override_answers_500(
-    app: Starlette, stub: tuple[str, httpx.AsyncClient]
+    chat_app: Starlette, stub: tuple[str, httpx.AsyncClient]
 ) -> None:
     url, client = stub
     response = await chat(client, url, headers={BEHAVIOUR_HEADER: "error"})
     assert response.status_code == 500
     assert response.json()["error"]["type"] == "server_error"
-    assert app.state.stats.errors == 1
-    assert app.state.stats.requests == 1
+    assert chat_app.state.stats.errors == 1
+    assert chat_app.state.stats.requests == 1
 
 
 async def test_wrong_override_is_off_by_a_little(
-    app: Starlette, stub: tuple[str, httpx.AsyncClient]
+    chat_app: Starlette, stub: tuple[str, httpx.AsyncClient]
 ) -> None:
     url, client = stub
     answers = []
@@ -294,7 +261,7 @@ async def test_wrong_override_is_off_by_a_little(
         response = await chat(client, url, headers={BEHAVIOUR_HEADER: "wrong"})
         answers.append(int(response.json()["choices"][0]["message"]["content"]))
     assert all(1 <= abs(answer - 391) <= 2 for answer in answers)
-    assert app.state.stats.wrong_answers == 8
+    assert chat_app.state.stats.wrong_answers == 8
 
 
 async def test_slow_override_delays_the_answer(stub: tuple[str, httpx.AsyncClient]) -> None:
@@ -307,19 +274,19 @@ async def test_slow_override_delays_the_answer(stub: tuple[str, httpx.AsyncClien
     assert 0.3 <= elapsed < 2.0
 
 
-async def test_hang_lasts_until_the_client_gives_up(app: Starlette) -> None:
+async def test_hang_lasts_until_the_client_gives_up(chat_app: Starlette) -> None:
     started = time.monotonic()
-    async with serve_in_loop(app) as url:
+    async with serve_in_loop(chat_app) as url:
         async with httpx.AsyncClient() as client:
             with pytest.raises(httpx.ReadTimeout):
                 await chat(client, url, headers={BEHAVIOUR_HEADER: "hang"}, timeout=0.3)
         # The server notices the disconnect, so shutting down does not wait for the hang.
         for _ in range(100):
-            if app.state.stats.in_flight == 0:
+            if chat_app.state.stats.in_flight == 0:
                 break
             await asyncio.sleep(0.01)
-        assert app.state.stats.disconnects == 1
-        assert app.state.stats.completions == 0
+        assert chat_app.state.stats.disconnects == 1
+        assert chat_app.state.stats.completions == 0
     assert time.monotonic() - started < 3.0
 
 
@@ -333,23 +300,10 @@ async def test_latency_knob_applies_to_every_request() -> None:
     assert 0.1 <= elapsed < 1.0
 
 
-async def _statuses(settings: StubChatSettings, requests: int) -> list[tuple[int, str | None]]:
-    """Outcome of `requests` sequential calls: status and answer."""
-    outcomes: list[tuple[int, str | None]] = []
-    async with serve_in_loop(create_chat_app(settings)) as url, httpx.AsyncClient() as client:
-        for _ in range(requests):
-            response = await client.post(f"{url}/chat/completions", json=ask("What is 17 * 23?"))
-            content = None
-            if response.status_code == 200:
-                content = response.json()["choices"][0]["message"]["content"]
-            outcomes.append((response.status_code, content))
-    return outcomes
-
-
 async def test_seeded_fault_rates_replay_identically() -> None:
     settings = StubChatSettings(error_rate=0.3, wrong_answer_rate=0.3, seed=123)
-    first = await _statuses(settings, 12)
-    again = await _statuses(settings, 12)
+    first = await outcomes(settings, 12)
+    again = await outcomes(settings, 12)
     assert first == again
     errors = sum(status == 500 for status, _ in first)
     wrong = sum(status == 200 and answer != "391" for status, answer in first)
@@ -358,14 +312,14 @@ async def test_seeded_fault_rates_replay_identically() -> None:
 
 
 def test_another_seed_gives_another_sequence() -> None:
-    def outcomes(seed: int) -> list[str]:
+    def planned(seed: int) -> list[str]:
         settings = StubChatSettings(error_rate=0.3, wrong_answer_rate=0.3, seed=seed)
         rng = random.Random(settings.seed)
         return [plan_request(settings, rng, Behaviour()).outcome for _ in range(40)]
 
-    assert outcomes(123) == outcomes(123)
-    assert outcomes(123) != outcomes(124)
-    assert set(outcomes(123)) == {"ok", "error", "wrong"}
+    assert planned(123) == planned(123)
+    assert planned(123) != planned(124)
+    assert set(planned(123)) == {"ok", "error", "wrong"}
 
 
 async def test_ok_override_beats_the_fault_rates() -> None:
