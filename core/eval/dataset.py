@@ -1,40 +1,38 @@
-"""Dataset rows for `osmosis-tui eval` (EVAL.md §3), read the way `osmosis eval run` reads them.
+"""Dataset rows for `osmosis-tui eval` (EVAL.md §3): checked rows, and the ones a run selects.
 
-Formats: JSONL (one object per non-blank line), CSV (header row) and Parquet (needs pyarrow).
-Every bad row is reported with its file and line before any rollout is sent; all problems are
-collected and raised together as one `InputError`.
+`core.eval.dataset_formats` reads the file's records; every bad row is reported here with its
+file and line before any rollout is sent, and all problems are collected and raised together
+as one `InputError`.
 
 Hostile content: row text is kept exactly as written (markup such as `[bold]`, control
 characters and huge values included) because it is what the model must see; renderers treat it
 as plain text. Error messages only show values through `quote_text`, which shortens and escapes
-them. Bytes that are not valid UTF-8 are a problem naming the line, not silently replaced: a
-replaced character would change the prompt the model sees without anyone noticing, and the fix
-(re-save the file as UTF-8) is easy once the line is known.
+them.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import importlib
-import io
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.eval.dataset_formats import (
+    LABEL_COLUMNS,
+    METADATA,
+    RawRecord,
+    RawRecords,
+    json_kind,
+    parse_json,
+    read_records,
+)
 from core.eval.errors import InputError, InputProblem, quote_text
 
-METADATA = "metadata"
-LABEL_COLUMNS = ("ground_truth", "label")  # the first non-empty one is the label
-_FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
-# Long prompts are normal; the csv module's default 128 KiB field limit is not (the official
-# reader raises it to the same 16 MiB).
-_CSV_FIELD_LIMIT = 16 * 1024 * 1024
 # A `--rows` range larger than this is a typo, and expanding it would exhaust memory.
 MAX_SELECTED_ROWS = 10_000_000
 
@@ -73,220 +71,16 @@ class Dataset:
 
 def load_dataset(path: Path) -> Dataset:
     """Read and validate every row of the dataset at `path`; `InputError` lists all problems."""
-    source = str(path)
-    kind = _FORMATS.get(path.suffix.lower())
-    if kind is None:
-        expected = ", ".join(_FORMATS)
-        shown = quote_text(path.suffix) if path.suffix else "none"
-        raise InputError.single(
-            source, f"unsupported dataset format (extension {shown}); expected {expected}"
-        )
-    data = _read_bytes(path, source)
-    if not data.strip():
-        raise InputError.single(source, "the dataset file is empty")
-    if kind == "parquet":
-        records = _parquet_records(path, source)
-    else:
-        text_lines = _decode_lines(data, source)
-        records = (
-            _jsonl_records(text_lines, source)
-            if kind == "jsonl"
-            else _csv_records(text_lines, source)
-        )
-    rows = _validate_records(records, source)
+    data, records = read_records(path)
+    rows = _validate_records(records, str(path))
     return Dataset(path=path, sha256=hashlib.sha256(data).hexdigest(), rows=rows)
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
-
-
-@dataclass(frozen=True)
-class _Record:
-    """A raw record before validation."""
-
-    index: int
-    line: int | None
-    values: Mapping[str, object]
-
-
-class _Collected:
-    """Records, or the problems that stopped them from being read."""
-
-    def __init__(self) -> None:
-        self.records: list[_Record] = []
-        self.problems: list[InputProblem] = []
-
-
-def _read_bytes(path: Path, source: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError.single(source, "dataset file not found") from None
-    except IsADirectoryError:
-        raise InputError.single(source, "is a directory, not a dataset file") from None
-    except OSError as exc:
-        raise InputError.single(source, f"cannot read the dataset: {exc.strerror}") from None
-
-
-def _decode_lines(data: bytes, source: str) -> list[str]:
-    """The file's lines (endings kept), or `InputError` naming every line that is not UTF-8.
-
-    Decoding line by line loses nothing: a newline byte never occurs inside a UTF-8 sequence.
-    """
-    data = data.removeprefix(b"\xef\xbb\xbf")  # the byte order mark spreadsheet exports add
-    lines: list[str] = []
-    problems: list[InputProblem] = []
-    for number, raw in enumerate(data.splitlines(keepends=True), start=1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            message = (
-                f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the "
-                "line); save the file as UTF-8"
-            )
-            problems.append(InputProblem(source, number, None, message))
-    if problems:
-        raise InputError(problems)
-    return lines
-
-
-def _jsonl_records(lines: list[str], source: str) -> _Collected:
-    collected = _Collected()
-    index = 0  # counts bad records too, so a record's index never depends on other records
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        # Without its line break, so an error's column counts within this line.
-        value, problem = _parse_json(text.rstrip("\r\n"))
-        if isinstance(value, dict):
-            collected.records.append(_Record(index, number, value))
-        else:
-            message = problem or f"expected a JSON object, got {_json_kind(value)}"
-            collected.problems.append(InputProblem(source, number, None, message))
-        index += 1
-    return collected
-
-
-def _parse_json(text: str) -> tuple[object, str | None]:
-    try:
-        return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return None, f"invalid JSON at column {exc.colno}: {exc.msg}"
-    except RecursionError:
-        return None, "invalid JSON: nested too deeply"
-    except ValueError as exc:  # e.g. an integer too long for int()
-        return None, f"invalid JSON: {exc}"
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    return "a number"
-
-
-def _csv_records(lines: list[str], source: str) -> _Collected:
-    collected = _Collected()
-    previous_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
-    try:
-        _read_csv(io.StringIO("".join(lines), newline=""), source, collected)
-    finally:
-        csv.field_size_limit(previous_limit)
-    return collected
-
-
-def _read_csv(stream: io.StringIO, source: str, collected: _Collected) -> None:
-    # strict: an unclosed quote is an error instead of silently swallowing every later row.
-    reader = csv.reader(stream, strict=True)
-    header: list[str] | None = None
-    end_of_previous = 0
-    while True:
-        start = end_of_previous + 1
-        try:
-            cells = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            hint = "; is a quote left open?" if "end of data" in str(exc) else ""
-            message = f"malformed CSV record ({exc}{hint}); rows from here on were not read"
-            collected.problems.append(InputProblem(source, start, None, message))
-            return
-        end_of_previous = reader.line_num
-        if not cells:
-            continue  # a blank line is not a record
-        if header is None:
-            header = [name.strip() for name in cells]
-            header_problems = list(_header_problems(header, source, start))
-            if header_problems:
-                # Every row would repeat them; the header is the one thing to fix.
-                collected.problems.extend(header_problems)
-                return
-            continue
-        if len(cells) > len(header):
-            message = (
-                f"{len(cells)} fields but the header has {len(header)}; "
-                "quote values that contain commas"
-            )
-            collected.problems.append(InputProblem(source, start, None, message))
-        # A short record leaves its last columns absent (None), as csv.DictReader does.
-        values = {
-            name: cells[column] if column < len(cells) else None
-            for column, name in enumerate(header)
-            if name
-        }
-        collected.records.append(_Record(len(collected.records), start, values))
-    if header is None:
-        collected.problems.append(InputProblem(source, None, None, "no header row"))
-
-
-def _header_problems(header: list[str], source: str, line: int) -> Iterator[InputProblem]:
-    used = ("system_prompt", "user_prompt", *LABEL_COLUMNS, METADATA, "grade")
-    for name in used:
-        if header.count(name) > 1:
-            yield InputProblem(source, line, name, "column appears more than once")
-    if METADATA in header:
-        return
-    columns = ", ".join(quote_text(name, limit=30) for name in header[:20])
-    if "user_prompt" not in header:
-        yield InputProblem(
-            source, line, None, f"no user_prompt (or metadata) column; the columns are {columns}"
-        )
-    if not any(name in header for name in LABEL_COLUMNS):
-        yield InputProblem(
-            source,
-            line,
-            None,
-            f"no ground_truth or label (or metadata) column; the columns are {columns}",
-        )
-
-
-def _parquet_records(path: Path, source: str) -> _Collected:
-    try:
-        # Imported by name so pyarrow stays optional for installs and type checking alike.
-        parquet: Any = importlib.import_module("pyarrow.parquet")
-    except ImportError:
-        raise InputError.single(
-            source,
-            "reading Parquet datasets needs pyarrow: pip install 'osmosis-tui[parquet]'",
-        ) from None
-    try:
-        table_rows: list[dict[str, Any]] = parquet.read_table(path).to_pylist()
-    except Exception as exc:  # pyarrow's errors have no common public base class
-        raise InputError.single(source, f"cannot read the Parquet file: {exc}") from None
-    collected = _Collected()
-    collected.records = [_Record(index, None, row) for index, row in enumerate(table_rows)]
-    return collected
 
 
 # --------------------------------------------------------------------------------------------
 # Validating
 
 
-def _validate_records(collected: _Collected, source: str) -> list[DatasetRow]:
+def _validate_records(collected: RawRecords, source: str) -> list[DatasetRow]:
     problems = list(collected.problems)
     rows: list[DatasetRow] = []
     for record in collected.records:
@@ -304,7 +98,7 @@ def _validate_records(collected: _Collected, source: str) -> list[DatasetRow]:
 class _RowCheck:
     """Problems found in one record, each located at the record."""
 
-    def __init__(self, record: _Record, source: str) -> None:
+    def __init__(self, record: RawRecord, source: str) -> None:
         self.record = record
         self.source = source
         self.problems: list[InputProblem] = []
@@ -315,7 +109,9 @@ class _RowCheck:
         self.problems.append(InputProblem(self.source, self.record.line, column, message))
 
 
-def _validate_record(record: _Record, source: str) -> tuple[DatasetRow | None, list[InputProblem]]:
+def _validate_record(
+    record: RawRecord, source: str
+) -> tuple[DatasetRow | None, list[InputProblem]]:
     check = _RowCheck(record, source)
     values = record.values
     system_prompt = _text(check, values, "system_prompt")
@@ -401,13 +197,13 @@ def _metadata(check: _RowCheck, value: object) -> dict[str, Any] | None:
     if isinstance(value, str):
         if not value.strip():
             return None
-        decoded, problem = _parse_json(value)
+        decoded, problem = parse_json(value)
         if problem is not None:
             check.add(METADATA, problem)
             return None
         value = decoded
     if not isinstance(value, dict):
-        check.add(METADATA, f"expected a JSON object, got {_json_kind(value)}")
+        check.add(METADATA, f"expected a JSON object, got {json_kind(value)}")
         return None
     try:
         # It travels as JSON in the rollout request: find unsendable values now, not then.
@@ -430,7 +226,7 @@ def _grade(check: _RowCheck, value: object) -> bool:
             return True
         if word in _FALSE:
             return False
-    shown = quote_text(value) if isinstance(value, str) else _json_kind(value)
+    shown = quote_text(value) if isinstance(value, str) else json_kind(value)
     check.add("grade", f"expected true or false, got {shown}")
     return True
 
