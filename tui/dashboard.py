@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from core.eval.plan import EvalPlan
 from core.eval.reporter import format_summary
-from core.eval.session import EvalPlan
 from tui.app import create_app
 from tui.eval_source import EvalSource
 

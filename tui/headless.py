@@ -8,8 +8,9 @@ import signal
 import sys
 
 from core.eval.launcher import kill_launched_servers
+from core.eval.plan import EvalPlan
 from core.eval.reporter import HeadlessReporter
-from core.eval.session import EvalPlan, EvalSession
+from core.eval.session import EvalSession
 
 EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from core.eval.errors import terminal_safe
 from core.eval.results.records import ItemResult
-from core.eval.session import EvalSummary
+from core.eval.summary import EvalSummary
 
 
 def _number(value: float | None, digits: int = 2) -> str:

@@ -1,8 +1,8 @@
-"""One `osmosis-tui eval` run from inputs to results folder (EVAL.md), shared by every front end.
+"""One `osmosis-tui eval` run, from a checked plan to its results folder (EVAL.md).
 
-`prepare()` checks all inputs without touching the network (bad input → `InputError`, exit 2);
-`EvalSession.run()` starts or reaches the servers, runs what is pending, and writes the
-results. Front ends watch the session's board and its events; they never talk HTTP.
+Shared by every front end: `EvalSession.run()` starts or reaches the servers, runs what is
+pending, and writes the results. Front ends watch the session's board and its events; they
+never talk HTTP.
 """
 
 from __future__ import annotations
@@ -10,33 +10,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, TypeVar
 
 import httpx
 
 from core.board import RolloutBoard, RolloutRecord
 from core.embedded import demo_rollout_server, stub_chat_endpoint
-from core.eval.config import EvalConfig, load_config
-from core.eval.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
-from core.eval.errors import InputError, InputProblem
-from core.eval.launcher import LaunchError, launched_rollout_server, resolve_entrypoint
+from core.eval.launcher import launched_rollout_server
+from core.eval.plan import EvalPlan
 from core.eval.redact import Redactor
 from core.eval.results.durable import describe_os_error, write_json_atomic
 from core.eval.results.events import Journal
-from core.eval.results.folder import (
-    RunFolder,
-    RunFolderError,
-    default_run_name,
-    manifest_inputs,
-    validate_run_name,
-)
+from core.eval.results.folder import RunFolder, RunFolderError
 from core.eval.results.index import index_rows, write_index
 from core.eval.results.logs import RunLog
 from core.eval.results.metrics import compute_metrics, metrics_document
@@ -44,276 +34,14 @@ from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers import AllServersDown, ServerPool
+from core.eval.summary import EvalSummary
 from core.transport import AiohttpTransport
 from core.types import RolloutStatus
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_OUTPUT = Path(".osmosis/evals")
 # One long-poll per rollout in flight, plus admissions, cancels and health reads.
 EVAL_HTTP_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=512)
-DEMO_DATASET_NAME = "demo"
-DEFAULT_PASS_THRESHOLD = 1.0
-ServerMode = Literal["servers", "workspace", "embedded"]
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class EvalRequest:
-    """What the user asked for: flags, with config values filled in by `prepare()`."""
-
-    config_path: Path | None = None
-    servers: tuple[str, ...] = ()
-    server_api_key: str | None = field(default=None, repr=False)
-    dataset_file: Path | None = None
-    chat_url: str | None = None
-    llm_api_key: str | None = field(default=None, repr=False)
-    limit: int | None = None
-    rows: str | None = None
-    n: int | None = None
-    max_in_flight: int | None = None
-    agent_timeout_sec: float | None = None
-    grader_timeout_sec: float | None = None
-    pass_threshold: float | None = None
-    output: Path = DEFAULT_OUTPUT
-    name: str | None = None
-    fresh: bool = False
-    retry_failed: bool = False
-    stuck_after_sec: float | None = None
-
-
-@dataclass(frozen=True)
-class EvalPlan:
-    request: EvalRequest
-    config: EvalConfig | None
-    dataset: Dataset
-    dataset_name: str
-    model_name: str
-    rollout_name: str
-    rows: dict[int, DatasetRow]
-    items: tuple[WorkItem, ...]
-    n: int
-    pass_threshold: float
-    agent_timeout_sec: float | None
-    grader_timeout_sec: float | None
-    batch_size: int | None
-    run_name: str
-    mode: ServerMode
-
-    @property
-    def inputs(self) -> dict[str, Any]:
-        return manifest_inputs(
-            model_path=self.model_name,
-            dataset_sha256=self.dataset.sha256,
-            selected_source_rows=[row.source_row_index for row in self.rows.values()],
-            n=self.n,
-            rollout=self.rollout_name,
-            agent_timeout_s=self.agent_timeout_sec,
-            grader_timeout_s=self.grader_timeout_sec,
-        )
-
-
-def prepare(request: EvalRequest) -> EvalPlan:
-    """Load and check every input; all problems found are raised together."""
-    problems: list[InputProblem] = []
-    config: EvalConfig | None = None
-    if request.config_path is not None:
-        try:
-            config = load_config(request.config_path)
-        except InputError as exc:
-            problems.extend(exc.problems)
-    mode: ServerMode = (
-        "servers" if request.servers else "workspace" if request.config_path else "embedded"
-    )
-    if config is not None and mode == "workspace":
-        try:
-            resolve_entrypoint(config.workspace, config.rollout, config.entrypoint)
-        except LaunchError as exc:
-            problems.append(
-                InputProblem(
-                    str(config.path),
-                    None,
-                    "experiment.entrypoint",
-                    f"{exc}; fix the config, or give --server URL of a running rollout server",
-                )
-            )
-    if request.name is not None:
-        try:
-            validate_run_name(request.name)
-        except RunFolderError as exc:
-            problems.append(InputProblem("--name", None, None, str(exc)))
-    rows_spec = request.rows
-    positions = _collect(problems, parse_rows_spec, rows_spec) if rows_spec is not None else None
-    dataset_path = _dataset_path(request, config, problems)
-    dataset = _collect(problems, load_dataset, dataset_path) if dataset_path is not None else None
-    if problems or dataset is None or dataset_path is None:
-        raise InputError(problems)
-    limit = request.limit if request.limit is not None else config.limit if config else None
-    selected = select_rows(dataset.rows, limit=limit, rows=positions)
-    if not selected:
-        raise InputError.single(str(dataset_path), "no rows selected")
-    n = request.n if request.n is not None else (config.n if config and config.n else 1)
-    rows = dict(enumerate(selected))
-    items = tuple(
-        WorkItem(row_index=index, run_index=run, source_row_index=row.source_row_index)
-        for index, row in rows.items()
-        for run in range(n)
-    )
-    if config is not None:
-        dataset_name = config.dataset
-    else:
-        dataset_name = dataset_path.stem if mode == "servers" else DEMO_DATASET_NAME
-    stem = request.config_path.stem if request.config_path else dataset_name
-    return EvalPlan(
-        request=request,
-        config=config,
-        dataset=dataset,
-        dataset_name=dataset_name,
-        model_name=config.model_path if config else "osmosis-stub",
-        rollout_name=config.rollout if config else DEMO_DATASET_NAME,
-        rows=rows,
-        items=items,
-        n=n,
-        pass_threshold=_first(
-            request.pass_threshold,
-            config.pass_threshold if config else None,
-            DEFAULT_PASS_THRESHOLD,
-        ),
-        agent_timeout_sec=_first(
-            request.agent_timeout_sec, config.agent_timeout_sec if config else None
-        ),
-        grader_timeout_sec=_first(
-            request.grader_timeout_sec, config.grader_timeout_sec if config else None
-        ),
-        batch_size=config.batch_size if config else None,
-        run_name=request.name or default_run_name(stem),
-        mode=mode,
-    )
-
-
-def _collect(problems: list[InputProblem], load: Callable[[T], R], argument: T) -> R | None:
-    """`load(argument)`, or None with its problems added to `problems`."""
-    try:
-        return load(argument)
-    except InputError as exc:
-        problems.extend(exc.problems)
-        return None
-
-
-def _first(*values: Any) -> Any:
-    return next((value for value in values if value is not None), None)
-
-
-def _dataset_path(
-    request: EvalRequest, config: EvalConfig | None, problems: list[InputProblem]
-) -> Path | None:
-    if request.dataset_file is not None:
-        return request.dataset_file
-    if request.config_path is not None:
-        if config is None:
-            return None  # the config's own problems say why
-        path = config.default_dataset_path()
-        if path is None:
-            problems.append(
-                InputProblem(
-                    str(config.path),
-                    None,
-                    "experiment.dataset",
-                    f"no data/{config.dataset}.jsonl or .csv in {config.workspace}; "
-                    "give --dataset-file",
-                )
-            )
-        return path
-    if request.servers:
-        problems.append(
-            InputProblem("--dataset-file", None, None, "give --dataset-file with --server")
-        )
-        return None
-    # The zero-setup demo: the bundled dataset, written where the run's results go. Always
-    # this version's rows: an older osmosis-tui may have left other rows there.
-    from server_stub.demo import write_demo_dataset
-
-    target = request.output / "demo-dataset.jsonl"
-    try:
-        fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
-        if target.is_file() and target.read_bytes() == fresh.read_bytes():
-            fresh.unlink()
-        else:
-            os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
-    except OSError as exc:
-        problems.append(
-            InputProblem(
-                "--output",
-                None,
-                None,
-                f"cannot write the demo dataset under {request.output}: {describe_os_error(exc)}",
-            )
-        )
-        return None
-    return target
-
-
-# -- running ----------------------------------------------------------------------------------
-
-
-@dataclass
-class EvalSummary:
-    """What the end of a run prints (and `--json` returns)."""
-
-    run_name: str
-    status: RunStatus
-    folder: Path
-    total_items: int
-    results: dict[ItemKey, ItemResult]
-    metrics: dict[str, Any]
-    duration_ms: int
-    problem: str | None = None
-    resumed: int = 0
-
-    @property
-    def pending(self) -> int:
-        return self.total_items - len(self.results)
-
-    def count(self, status: str) -> int:
-        return sum(1 for result in self.results.values() if result.status == status)
-
-    def failed_rows(self) -> list[ItemResult]:
-        failed = [r for r in self.results.values() if r.status == "failed"]
-        return sorted(failed, key=lambda r: r.key)
-
-    def to_json(self) -> dict[str, Any]:
-        summary = self.metrics
-        return {
-            "run_name": self.run_name,
-            "status": self.status,
-            "output": str(self.folder),
-            "items": {
-                "total": self.total_items,
-                "done": len(self.results),
-                "ok": self.count("success"),
-                "failed": self.count("failed"),
-                "skipped": self.count("skipped"),
-                "pending": self.pending,
-                "resumed": self.resumed,
-            },
-            "pass_rate": summary["pass_rate"],
-            "pass_threshold": summary["pass_threshold"],
-            "reward": summary["reward_stats"],
-            "pass_at_k": summary["pass_at_k"],
-            "tokens": summary["tokens_used"],
-            "duration_ms": self.duration_ms,
-            "problem": self.problem,
-            "failed_rows": [
-                {
-                    "row_index": r.row_index,
-                    "run_index": r.run_index,
-                    "error_type": r.error_type,
-                    "rollout_id": r.rollout_id,
-                }
-                for r in self.failed_rows()
-            ],
-        }
 
 
 class EvalSession:
@@ -659,6 +387,3 @@ def _logging_to(log: RunLog) -> Iterator[None]:
         root.setLevel(previous_level)
         for logger_, level in zip(quiet, levels, strict=True):
             logger_.setLevel(level)
-
-
-__all__ = ["EvalPlan", "EvalRequest", "EvalSession", "EvalSummary", "prepare"]
