@@ -8,6 +8,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -15,8 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
-
-from server_stub.serving import bind_socket
 
 HEALTH_POLL_SEC = 0.2
 STARTUP_TIMEOUT_SEC = 90.0
@@ -64,11 +63,10 @@ def resolve_entrypoint(workspace: Path, rollout: str, entrypoint: str) -> tuple[
 
 
 def free_port() -> int:
-    sock = bind_socket("127.0.0.1", 0)
-    try:
+    """A loopback port free right now, for the child to bind (`_OSMOSIS_ROLLOUT_PORT`)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-    finally:
-        sock.close()
 
 
 def _child_environment(

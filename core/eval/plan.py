@@ -7,7 +7,6 @@ touching the network or writing results: bad input is an `InputError` listing ev
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,17 +204,13 @@ def _dataset_path(
             InputProblem("--dataset-file", None, None, "give --dataset-file with --server")
         )
         return None
-    # The zero-setup demo: the bundled dataset, written where the run's results go. Always
-    # this version's rows: an older osmosis-tui may have left other rows there.
-    from server_stub.demo import write_demo_dataset
+    # The zero-setup demo: the bundled dataset, written where the run's results go. Imported
+    # here: only the demo needs the embedded server stack.
+    from core.eval.embedded import refresh_demo_dataset
 
     target = request.output / "demo-dataset.jsonl"
     try:
-        fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
-        if target.is_file() and target.read_bytes() == fresh.read_bytes():
-            fresh.unlink()
-        else:
-            os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
+        refresh_demo_dataset(target)
     except OSError as exc:
         problems.append(
             InputProblem(

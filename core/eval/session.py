@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from core.board import RolloutBoard, RolloutRecord
-from core.embedded import demo_rollout_server, stub_chat_endpoint
+from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.launcher import launched_rollout_server
 from core.eval.plan import EvalPlan
 from core.eval.redact import Redactor

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from core.embedded import demo_rollout_server, stub_chat_endpoint
+from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.launcher import LaunchError, resolve_entrypoint, rollout_command
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.llm import create_chat_app

@@ -1,8 +1,13 @@
-"""The zero-setup parts, served in-process on free loopback ports: server_stub running the demo
-rollout, and the stub chat endpoint."""
+"""The zero-setup demo, in-process: its rollout server, the stub chat endpoint, its dataset.
+
+Both servers are server_stub apps on free loopback ports. This is the one module of
+`core.eval` that imports `server_stub` (DESIGN.md §1, the Embedded part); everything else in
+the eval engine reaches rollout servers over HTTP only.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +19,7 @@ from server_stub.demo import (
     MultiplyWorkflow,
     aclose_chat_client,
     demo_chat_settings,
+    write_demo_dataset,
 )
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
@@ -62,3 +68,16 @@ async def demo_rollout_server(
                 registry.cancel(registry.select(None, None, True))
     finally:
         await aclose_chat_client()
+
+
+def refresh_demo_dataset(target: Path) -> None:
+    """Write the demo dataset at `target`, unless it already holds exactly these rows.
+
+    Always this version's rows: an older osmosis-tui may have left other rows there. An
+    `OSError` means the file could not be written.
+    """
+    fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
+    if target.is_file() and target.read_bytes() == fresh.read_bytes():
+        fresh.unlink()
+    else:
+        os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
