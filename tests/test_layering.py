@@ -68,7 +68,7 @@ def test_the_results_modules_load_no_http_stack() -> None:
     assert not leaked, f"the results modules pulled in {sorted(leaked)}"
 
 
-@pytest.mark.parametrize("package", ["core", "server_stub"])
+@pytest.mark.parametrize("package", ["core", "server_stub", "core.eval"])
 def test_the_package_door_is_lazy_and_every_public_name_resolves(package: str) -> None:
     script = (
         "import importlib, json, sys\n"
@@ -90,9 +90,12 @@ def test_the_package_door_is_lazy_and_every_public_name_resolves(package: str) -
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     import core
+    import core.eval
     import server_stub
 
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = core.Nope  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = server_stub.Nope  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = core.eval.Nope  # type: ignore[attr-defined]

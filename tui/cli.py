@@ -219,9 +219,7 @@ def _add_eval(commands: Any) -> None:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from core.eval.errors import InputError
-    from core.eval.plan import DEFAULT_OUTPUT, EvalRequest, prepare
-    from core.eval.results.folder import RunFolderError
+    from core.eval import DEFAULT_OUTPUT, EvalRequest, InputError, RunFolderError, prepare
 
     if args.fresh and args.retry_failed:
         raise UsageError("--fresh starts over; --retry-failed resumes: pick one")

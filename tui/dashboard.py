@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from core.eval.plan import EvalPlan
+from core.eval import EvalPlan
 from core.eval.reporter import format_summary
 from tui.app import create_app
 from tui.eval_source import EvalSource

@@ -8,10 +8,8 @@ import uuid
 from collections.abc import Callable
 
 from core.board import RequestOptions
-from core.eval.plan import EvalPlan
+from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.results.records import ItemResult
-from core.eval.session import EvalSession
-from core.eval.summary import EvalSummary
 from tui.source import NewRollout, Progress, ServerView
 
 

@@ -7,10 +7,9 @@ import os
 import signal
 import sys
 
+from core.eval import EvalPlan, EvalSession
 from core.eval.launcher import kill_launched_servers
-from core.eval.plan import EvalPlan
 from core.eval.reporter import HeadlessReporter
-from core.eval.session import EvalSession
 
 EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1

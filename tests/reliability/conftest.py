@@ -22,9 +22,7 @@ from typing import Any
 import pytest
 
 # The session-scoped `serve --demo` of the eval tests, shared rather than started again.
-from core.eval.plan import EvalRequest, prepare
-from core.eval.session import EvalSession
-from core.eval.summary import EvalSummary
+from core.eval import EvalRequest, EvalSession, EvalSummary, prepare
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow, aclose_chat_client
 from server_stub.llm import create_chat_app

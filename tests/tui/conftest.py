@@ -22,7 +22,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static
 
-from core.eval.plan import EvalRequest, prepare
+from core.eval import EvalRequest, prepare
 from server_stub import AgentWorkflowConfig, ConcurrencyConfig, LocalBackend, create_rollout_server
 from server_stub.registry import RolloutEntry
 from server_stub.serving import serve_in_loop
