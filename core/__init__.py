@@ -62,16 +62,19 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        for home in _HOMES:
-            module = importlib.import_module(home)
-            if name in vars(module):
-                value = vars(module)[name]
-                globals()[name] = value  # later lookups skip this function
-                return value
-    raise AttributeError(f"module 'core' has no attribute {name!r}")
+# Hidden from type checkers: a module-level __getattr__ would let a misspelt name pass as Any,
+# while the imports above give every public name its real type.
+if not TYPE_CHECKING:
 
+    def __getattr__(name: str) -> Any:
+        if name in __all__:
+            for home in _HOMES:
+                module = importlib.import_module(home)
+                if name in vars(module):
+                    value = vars(module)[name]
+                    globals()[name] = value  # later lookups skip this function
+                    return value
+        raise AttributeError(f"module 'core' has no attribute {name!r}")
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
