@@ -1,0 +1,392 @@
+"""The eval's model gateway (EVAL.md §4, PROTOCOL.md §9): rollouts call the model through it.
+
+A loopback HTTP server, started with the run (`async with ModelGateway(upstream) as gw`).
+Each rollout gets `chat_completions_url = gw.chat_completions_url(rollout_id)` and
+`llm_api_key = gw.api_key`, a random bearer made for the run: it never sees the user's model
+credentials. One route, as official:
+
+    POST /v1/rollouts/{rollout_id}/chat/completions
+
+- a missing or wrong bearer is 401 `{"detail": "Unauthorized"}`; an id that is not a single
+  path segment 422 `{"detail": "invalid rollout_id"}`; a body that is not a JSON object 400
+  `{"detail": "invalid body"}`;
+- the requested `model` does not choose the model (integrations send `osmosis-rollout`): the
+  upstream decides, and the answer echoes the requested name;
+- `stream: false` → one `chat.completion`; `stream: true` → `text/event-stream`: `: ping`
+  at once and every `heartbeat_sec` (15 s) while the upstream call runs, then one
+  `chat.completion.chunk` with the whole message, `finish_reason` and `usage`, then
+  `data: [DONE]`; an error after the stream began is an `event: error` before `[DONE]`;
+- an upstream failure is an OpenAI-style error body (`gateway_payloads.error_payload`) with
+  the upstream's 4xx status, 408 for a timeout, else 502.
+
+Behind an `advertise_url` (a proxy or tunnel with idle-read timeouts), a non-streaming call
+still pending after 90 s is answered 200 at once and kept warm with a space every 30 s until
+its body (or error object) is ready, as official.
+
+Every call is recorded as a `ModelCall` handed to the `on_call_start` and `on_call_end` hooks;
+the gateway itself keeps only what the run needs back: per rollout, the sum of
+`usage.total_tokens` (`tokens_for`), and the calls in flight (`in_flight`). The run's bearer
+and the upstream's keys are masked in every record, error and log line, before `redact`;
+successful answers are passed on as the model gave them, as official.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from core.eval.gateway_errors import GatewayError, UpstreamError
+from core.eval.gateway_payloads import (
+    SSE_DONE,
+    SSE_PING,
+    answer_payload,
+    choices,
+    compact_json,
+    error_message,
+    error_payload,
+    last_message_text,
+    reasoning_fields,
+    reply_message,
+    reply_text,
+    sse_data,
+    sse_error,
+    usage_counts,
+)
+from core.eval.loopback import LoopbackServer
+from core.eval.model_calls import CallHook, ModelCall, bounded
+from core.eval.reasoning_memory import ReasoningMemory
+from core.eval.redact import Redactor
+from core.eval.upstreams import ChatUpstream, ambient_secret_values
+from core.types import ensure_single_path_segment
+
+logger = logging.getLogger(__name__)
+
+ROUTE = "/v1/rollouts/{rollout_id}/chat/completions"
+#: As official: a comment this often while the upstream call runs.
+HEARTBEAT_SEC = 15.0
+#: As official, behind an `advertise_url`: how long a non-streaming answer may stay pending
+#: before its 200 is committed, and how often a space keeps it warm after that.
+KEEPALIVE_GRACE_SEC = 90.0
+KEEPALIVE_INTERVAL_SEC = 30.0
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def _detail(_request: Request, exc: Exception) -> Response:
+    # The framework's own refusals (404, 405) in the official body shape.
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the rollout's connection is gone (the body has been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class ModelGateway:
+    """The run's model gateway; see the module docstring. An async context manager."""
+
+    def __init__(
+        self,
+        upstream: ChatUpstream,
+        *,
+        listener_port: int | None = None,
+        advertise_url: str | None = None,
+        redact: Callable[[str], str] | None = None,
+        on_call_start: Sequence[CallHook] = (),
+        on_call_end: Sequence[CallHook] = (),
+        forward_headers: Collection[str] = (),
+        heartbeat_sec: float = HEARTBEAT_SEC,
+        keepalive: bool | None = None,
+        keepalive_grace_sec: float = KEEPALIVE_GRACE_SEC,
+        keepalive_interval_sec: float = KEEPALIVE_INTERVAL_SEC,
+        shutdown_grace_sec: int = 2,
+    ) -> None:
+        """`listener_port` None or 0 picks a free port; `advertise_url` replaces the base of
+        the URLs given to rollouts (it may be set later, once a tunnel knows its address);
+        `redact` masks the session's secrets in records and errors, after the gateway's own
+        (its bearer, the upstream's keys, and the credential-looking environment values as
+        they are now);
+        `forward_headers` are request headers passed on to the upstream (the demo's
+        `X-Stub-Behaviour`); `keepalive` (default: on with an `advertise_url`) keeps slow
+        non-streaming answers warm; `shutdown_grace_sec` bounds how long stopping waits for
+        calls still in flight before they are cancelled."""
+        self._upstream = upstream
+        self._port = listener_port or 0
+        self.advertise_url = advertise_url
+        self._bearer = secrets.token_urlsafe(32)
+        own = Redactor([self._bearer, *upstream.secrets, *ambient_secret_values()])
+        self._scrub: Callable[[str], str] = (
+            own.redact if redact is None else (lambda text: redact(own.redact(text)))
+        )
+        self._on_start = tuple(on_call_start)
+        self._on_end = tuple(on_call_end)
+        self._forward = tuple(dict.fromkeys(name.lower() for name in forward_headers))
+        self._heartbeat = heartbeat_sec
+        self._keepalive = advertise_url is not None if keepalive is None else keepalive
+        self._grace = keepalive_grace_sec
+        self._keepalive_interval = keepalive_interval_sec
+        self._ids = 0
+        self._calls: dict[int, ModelCall] = {}
+        self._tokens: dict[str, int] = {}
+        self._reasoning = ReasoningMemory()
+        self._app = Starlette(
+            routes=[Route(ROUTE, self._endpoint, methods=["POST"])],
+            exception_handlers={HTTPException: _detail},
+        )
+        self._listener = LoopbackServer(
+            self._app, port=self._port, shutdown_grace_sec=shutdown_grace_sec
+        )
+
+    # -- what the run reads --------------------------------------------------------------
+    @property
+    def api_key(self) -> str:
+        """The run's bearer: every rollout's `llm_api_key`. Never log it."""
+        return self._bearer
+
+    @property
+    def base_url(self) -> str:
+        """The loopback address the gateway listens on (`http://127.0.0.1:PORT`)."""
+        if self._listener.base_url is None:
+            raise GatewayError("the model gateway is not running")
+        return self._listener.base_url
+
+    def chat_completions_url(self, rollout_id: str) -> str:
+        """The rollout's `chat_completions_url` (clients append `/chat/completions`)."""
+        base = (self.advertise_url or self.base_url).rstrip("/")
+        return f"{base}/v1/rollouts/{quote(rollout_id, safe='')}"
+
+    def tokens_for(self, rollout_id: str) -> int | None:
+        """Σ `usage.total_tokens` of the rollout's answered calls; None if none reported usage."""
+        return self._tokens.get(rollout_id)
+
+    @property
+    def in_flight(self) -> tuple[ModelCall, ...]:
+        """The calls waiting for their upstream now, oldest first."""
+        return tuple(self._calls.values())
+
+    def forget(self, rollout_id: str) -> None:
+        """Drop what is kept for a rollout that is over (its token sum, its reasoning)."""
+        self._tokens.pop(rollout_id, None)
+        self._reasoning.forget(rollout_id)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> str:
+        """Bind 127.0.0.1 and serve on this event loop; returns `base_url`."""
+        try:
+            return await self._listener.start()
+        except OSError as exc:
+            where = f"127.0.0.1:{self._port}" if self._port else "127.0.0.1"
+            raise GatewayError(f"could not bind the model gateway on {where}: {exc}") from exc
+
+    async def stop(self) -> None:
+        await self._listener.stop()
+
+    async def __aenter__(self) -> ModelGateway:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- the route -----------------------------------------------------------------------
+    def _authorized(self, request: Request) -> bool:
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and secrets.compare_digest(
+            credentials.encode(), self._bearer.encode()
+        )
+
+    async def _endpoint(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return JSONResponse({"detail": "Unauthorized"}, status_code=401)
+        rollout_id = str(request.path_params["rollout_id"])
+        try:
+            ensure_single_path_segment(rollout_id)
+        except ValueError:
+            return JSONResponse({"detail": "invalid rollout_id"}, status_code=422)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return JSONResponse({"detail": "invalid body"}, status_code=400)
+        streamed = bool(body.get("stream", False))
+        requested_model = str(body.get("model") or self._upstream.model_path)
+        headers = {name: request.headers[name] for name in self._forward if name in request.headers}
+
+        def call() -> asyncio.Future[tuple[int, dict[str, Any]]]:
+            return asyncio.ensure_future(
+                self._complete(rollout_id, body, streamed, requested_model, headers)
+            )
+
+        if streamed:
+            return StreamingResponse(
+                self._events(call), media_type="text/event-stream", headers=_SSE_HEADERS
+            )
+        return await self._answer(request, call())
+
+    async def _answer(
+        self, request: Request, task: asyncio.Future[tuple[int, dict[str, Any]]]
+    ) -> Response:
+        """The non-streaming answer: the upstream call raced against the rollout leaving."""
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            racing: set[asyncio.Future[Any]] = {task, gone}
+            done, _ = await asyncio.wait(
+                racing,
+                timeout=self._grace if self._keepalive else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except BaseException:
+            await _cancel(task)
+            raise
+        finally:
+            await _cancel(gone)
+        if task in done:
+            status, payload = task.result()
+            return JSONResponse(payload, status_code=status)
+        if gone in done:  # nobody is left to read an answer
+            await _cancel(task)
+            return Response(status_code=499)
+        return StreamingResponse(self._trickle(task), media_type="application/json")
+
+    async def _trickle(
+        self, task: asyncio.Future[tuple[int, dict[str, Any]]]
+    ) -> AsyncIterator[str]:
+        """A committed 200 kept warm with whitespace (legal before JSON) until the body."""
+        try:
+            yield " "
+            while not (await asyncio.wait({task}, timeout=self._keepalive_interval))[0]:
+                yield " "
+            yield compact_json(task.result()[1])
+        finally:
+            await _cancel(task)
+
+    async def _events(
+        self, call: Callable[[], asyncio.Future[tuple[int, dict[str, Any]]]]
+    ) -> AsyncIterator[str]:
+        yield SSE_PING
+        task = call()
+        try:
+            while not (await asyncio.wait({task}, timeout=self._heartbeat))[0]:
+                yield SSE_PING
+            status, payload = task.result()
+            yield sse_data(payload) if status == 200 else sse_error(payload)
+            yield SSE_DONE
+        finally:
+            await _cancel(task)
+
+    # -- one call ------------------------------------------------------------------------
+    async def _complete(
+        self,
+        rollout_id: str,
+        body: Mapping[str, Any],
+        streamed: bool,
+        requested_model: str,
+        headers: Mapping[str, str],
+    ) -> tuple[int, dict[str, Any]]:
+        """The upstream call for one request, recorded; the status and body to answer with."""
+        self._ids += 1
+        call = ModelCall(
+            call_id=self._ids,
+            rollout_id=rollout_id,
+            streamed=streamed,
+            requested_model=requested_model,
+            started_at=time.time(),
+            started_monotonic=time.monotonic(),
+            request_text=bounded(self._scrub(last_message_text(body))),
+        )
+        self._calls[call.call_id] = call
+        self._emit(self._on_start, call)
+        try:
+            reply = await self._upstream.complete(
+                self._reasoning.replayed(rollout_id, body), headers=headers
+            )
+            usage = usage_counts(reply.completion)
+            if usage is not None:
+                self._tokens[rollout_id] = self._tokens.get(rollout_id, 0) + usage["total_tokens"]
+            found = choices(reply.completion)
+            if not found:
+                raise UpstreamError(
+                    "the model answered with no choices", status=reply.status, answer=502
+                )
+        except UpstreamError as exc:
+            message = self._scrub(exc.message)
+            logger.warning("model call for rollout %s failed: %s", rollout_id, message)
+            self._end(call, status=exc.answer, upstream_status=exc.status, error=message)
+            return exc.answer, error_payload(exc.answer, message)
+        except asyncio.CancelledError:
+            self._end(call, error="abandoned: the rollout left or the gateway stopped")
+            raise
+        except Exception as exc:  # a fault of ours or a library's: still an answer, and logged
+            message = self._scrub(error_message(f"{type(exc).__name__}: {exc}"))
+            logger.error("model call for rollout %s failed unexpectedly: %s", rollout_id, message)
+            self._end(call, status=502, error=message)
+            return 502, error_payload(502, message)
+        for choice in found:
+            message_fields = reply_message(choice)
+            self._reasoning.remember(rollout_id, message_fields, reasoning_fields(message_fields))
+        self._end(
+            call,
+            status=200,
+            upstream_status=reply.status,
+            prompt_tokens=None if usage is None else usage["prompt_tokens"],
+            completion_tokens=None if usage is None else usage["completion_tokens"],
+            total_tokens=None if usage is None else usage["total_tokens"],
+            reply_text=bounded(self._scrub(reply_text(reply.completion))),
+            cost_usd=reply.cost_usd,
+        )
+        return 200, answer_payload(
+            reply.completion, requested_model=requested_model, stream=streamed
+        )
+
+    def _end(self, call: ModelCall, **outcome: Any) -> None:
+        self._calls.pop(call.call_id, None)
+        ended = replace(call, ended_at=time.time(), ended_monotonic=time.monotonic(), **outcome)
+        self._emit(self._on_end, ended)
+
+    @staticmethod
+    def _emit(hooks: tuple[CallHook, ...], call: ModelCall) -> None:
+        for hook in hooks:
+            # A broken observer (the board, a full disk under calls.jsonl) must not fail the
+            # rollout's model call; it is logged instead.
+            try:
+                hook(call)
+            except Exception:
+                logger.exception("a model-call hook failed (call %d)", call.call_id)
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    """Cancel `task` if it still runs and wait for it to end.
+
+    Through `asyncio.wait`, never `await task`: should the waiting task be cancelled too (a
+    rollout gone mid-stream cancels it again and again), awaiting `task` itself would pass
+    each of those cancellations on to it and cut its own cleanup short, leaving the upstream
+    connection open.
+    """
+    if not task.done():
+        task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved: what it was is already recorded or irrelevant
+
+
+__all__ = ["HEARTBEAT_SEC", "ROUTE", "ModelGateway"]

@@ -1,0 +1,193 @@
+"""One record per model call through the gateway, and `calls.jsonl`, the file that keeps them.
+
+The gateway makes a `ModelCall` when a rollout's request arrives (the call is in flight:
+`ended_at` is None) and a finished copy when the answer is ready; it hands both to its hooks
+(`on_call_start`, `on_call_end`), so the board can show a call in flight and for how long, and
+`CallLog.append` can be one of the `on_call_end` hooks. Texts in a record are redacted before
+they are bounded (so a secret is never cut into a recognisable prefix) and hold at most
+`TEXT_LIMIT` characters.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: The most characters a record keeps of the request's last message and of the reply.
+TEXT_LIMIT = 2000
+FILE_MODE = 0o600
+
+CallHook = Callable[["ModelCall"], None]
+"""What `on_call_start` and `on_call_end` hooks are called with: the call as it is then."""
+
+
+def bounded(text: str, limit: int = TEXT_LIMIT) -> str:
+    """`text`, cut to `limit` characters with an ellipsis when it is longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One chat-completions call a rollout made through the gateway."""
+
+    call_id: int
+    """1, 2, ... in the order the gateway received the calls."""
+    rollout_id: str
+    streamed: bool
+    """The rollout asked for `stream: true` (the upstream call itself never streams)."""
+    requested_model: str
+    """The model name the rollout sent (echoed in the answer; it does not choose the model)."""
+    started_at: float
+    """Wall-clock start, seconds since the epoch."""
+    started_monotonic: float
+    """`time.monotonic()` at the start: in-flight durations and latencies count from it."""
+    request_text: str
+    """The request's last message, redacted and bounded."""
+    ended_at: float | None = None
+    """Wall-clock end; None while the call is in flight."""
+    ended_monotonic: float | None = None
+    status: int | None = None
+    """The status the gateway answered with (an error streamed after a 200 counts as its
+    error status); None when the call was abandoned (the rollout went away, the gateway
+    stopped)."""
+    upstream_status: int | None = None
+    """The upstream's own HTTP status; None when it never answered."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    reply_text: str | None = None
+    """The reply's text (or its tool calls' names), redacted and bounded."""
+    error: str | None = None
+    """Why the call failed, redacted."""
+    cost_usd: float | None = None
+    """The call's price when LiteLLM knows the model's; None otherwise."""
+
+    @property
+    def in_flight(self) -> bool:
+        return self.ended_monotonic is None
+
+    @property
+    def latency_sec(self) -> float | None:
+        if self.ended_monotonic is None:
+            return None
+        return self.ended_monotonic - self.started_monotonic
+
+    def elapsed(self, now: float | None = None) -> float:
+        """Seconds since the start: until `now` (a monotonic reading) while in flight."""
+        if self.ended_monotonic is not None:
+            return self.ended_monotonic - self.started_monotonic
+        return (time.monotonic() if now is None else now) - self.started_monotonic
+
+    def to_record(self, origin: float | None = None) -> dict[str, Any]:
+        """The call as a JSON object; with `origin` (a monotonic reading of the session
+        start) also `t`, the start in seconds since then, as `transitions.jsonl` counts."""
+        latency = self.latency_sec
+        record: dict[str, Any] = {
+            "kind": "model_call",
+            "call_id": self.call_id,
+            "rollout_id": self.rollout_id,
+            "t": None if origin is None else round(self.started_monotonic - origin, 3),
+            "started_at": _iso_utc(self.started_at),
+            "ended_at": None if self.ended_at is None else _iso_utc(self.ended_at),
+            "latency_s": None if latency is None else round(latency, 3),
+            "status": self.status,
+            "upstream_status": self.upstream_status,
+            "streamed": self.streamed,
+            "model": self.requested_model,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "cost_usd": self.cost_usd,
+            "request": self.request_text,
+            "reply": self.reply_text,
+            "error": self.error,
+        }
+        return {key: value for key, value in record.items() if value is not None}
+
+
+def _iso_utc(moment: float) -> str:
+    # The results' one timestamp form: ISO 8601 UTC, milliseconds, `Z`.
+    stamp = datetime.fromtimestamp(moment, timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+class CallLog:
+    """`calls.jsonl`: one JSON line per finished call, appended as the call ends.
+
+    Diagnostic, like `transitions.jsonl`: a line is one `write()` on an `O_APPEND`
+    descriptor, not fsync'd; the file is created 0600 (a call's texts are redacted, but
+    they are still the user's prompts). After a failed write (a full disk) the error is
+    kept in `error` and later lines are dropped, so a broken disk never fails a model call.
+    """
+
+    def __init__(self, path: Path, *, origin: float | None = None) -> None:
+        """`origin`: the session start on `time.monotonic()`, for each line's `t`."""
+        self.path = path
+        self.origin = origin
+        self.error: OSError | None = None
+        self._fd: int | None = _open_append(path)
+
+    def append(self, call: ModelCall) -> None:
+        """Write `call` (usable as an `on_call_end` hook); a call in flight is skipped."""
+        if self._fd is None or self.error is not None or call.in_flight:
+            return
+        line = json.dumps(
+            call.to_record(self.origin), ensure_ascii=False, separators=(",", ":")
+        ).encode()
+        try:
+            _write_all(self._fd, line + b"\n")
+        except OSError as exc:
+            self.error = exc
+            logger.warning(
+                "writing %s failed; model calls are no longer recorded: %s", self.path, exc
+            )
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> CallLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _open_append(path: Path) -> int:
+    fd = os.open(
+        path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE
+    )
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) != FILE_MODE:
+            os.chmod(path, FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+__all__ = ["TEXT_LIMIT", "CallHook", "CallLog", "ModelCall", "bounded"]
