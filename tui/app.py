@@ -8,13 +8,9 @@ never end the app.
 
 from __future__ import annotations
 
-import csv
-import json
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
 
 from rich.text import Text
 from textual import on, work
@@ -26,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from core.board import RolloutRecord
+from core.eval.export import write_export
 from tui.replay import ReplaySource
 from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen, QuitScreen
 from tui.source import DashboardSource, NewRollout
@@ -530,22 +527,13 @@ class DashboardApp(App[None]):
         self.push_screen(HelpScreen(shown, LEGEND))
 
     def action_export(self) -> None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = self.export_dir / f"osmosis-tui-export-{stamp}"
-        rows = [
-            export_row(self.board.records[rid], self.board.started_at) for rid in self.table.order
-        ]
+        records = [self.board.records[rid] for rid in self.table.order]
         try:
-            with _private(base.with_suffix(".jsonl")) as handle:
-                handle.writelines(json.dumps(row) + "\n" for row in rows)
-            with _private(base.with_suffix(".csv")) as handle:
-                writer = csv.DictWriter(handle, fieldnames=list(EXPORT_FIELDS))
-                writer.writeheader()
-                writer.writerows(rows)
+            base, rows = write_export(self.export_dir, records, self.board.started_at)
         except OSError as exc:
             self.report(f"export failed: {exc}", severity="error")
             return
-        self.report(f"exported {len(rows)} rows to {base}.jsonl and .csv")
+        self.report(f"exported {rows} rows to {base}.jsonl and .csv")
 
     def action_quit_dashboard(self) -> None:
         # A second q while winding down leaves at once, like a second Ctrl-C: everything
@@ -601,43 +589,6 @@ class DashboardApp(App[None]):
                 f"{binding.tooltip} ({self._keys(binding)})",
                 lambda action=action: self.run_action(action),
             )
-
-
-def _private(path: Path) -> TextIO:
-    """A new text file only its owner can read, like every results file (whatever the umask)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "w", newline="")
-
-
-EXPORT_FIELDS = (
-    "rollout_id",
-    "row_index",
-    "run_index",
-    "status",
-    "reward",
-    "err_category",
-    "err_message",
-    "observed",
-    "skipped",
-    "server",
-)
-
-
-def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
-    result = record.latest_result
-    return {
-        "rollout_id": record.rollout_id,
-        "row_index": record.row_index,
-        "run_index": record.run_index,
-        "status": record.display_status,
-        "reward": result.sample.reward if result and result.sample else None,
-        "err_category": result.err_category.value if result and result.err_category else None,
-        "err_message": (result.err_message if result else None) or record.admission_error,
-        "observed": " ".join(f"{t.status.value}@{t.at - t0:.3f}" for t in record.transitions),
-        "skipped": " ".join(f"{k.value}:{v}" for k, v in record.skipped_phases().items()),
-        "server": record.server,
-    }
 
 
 def create_app(

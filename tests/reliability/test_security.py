@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
+from core.eval.export import export_row
 from core.eval.launcher import LaunchError, resolve_entrypoint, rollout_command
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.llm import create_chat_app
@@ -38,7 +39,6 @@ from server_stub.standalone import is_loopback
 from tests.eval_run.conftest import ServedDemo, child_env, osmosis
 from tests.reliability.conftest import demo_app, multiply_rows, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch
-from tui.app import export_row
 from tui.cli import build_parser
 
 LLM_KEY = "llm-" + "5f3c9a1e" * 4

@@ -12,6 +12,7 @@ import json
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList
 
+from core.eval.export import EXPORT_FIELDS
 from core.types import RolloutStatus
 from tests.tui.conftest import (
     SIZE,
@@ -25,7 +26,6 @@ from tests.tui.conftest import (
     text_of,
     until,
 )
-from tui.app import EXPORT_FIELDS
 from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen
 from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
