@@ -19,7 +19,7 @@ from textual.strip import Strip
 from core.board import RolloutBoard
 from core.types import RolloutStatus
 from tui.app import create_app
-from tui.source import NewRollout, Progress, ServerView
+from tui.sources.base import NewRollout, Progress, ServerView
 from tui.widgets.rollout_table import RolloutTable
 
 ROLLOUTS = 10_000

@@ -1,5 +1,6 @@
 """Import hygiene, with the real imports in a fresh interpreter (harlequin's way): what each
-headless door loads, and that the lazy package doors still resolve every public name."""
+headless door loads (the dashboard's sources included), and that the lazy package doors still
+resolve every public name."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def _tops(modules: set[str]) -> set[str]:
     return {name.split(".")[0] for name in modules}
 
 
-@pytest.mark.parametrize("package", ["core", "server_stub"])
+@pytest.mark.parametrize("package", ["core", "server_stub", "tui/sources"])
 def test_headless_packages_do_not_import_textual(package: str) -> None:
     modules = _modules(package)
     assert modules

@@ -23,9 +23,9 @@ from textual.widgets import Footer, Input, Static
 
 from core.board import RolloutRecord
 from core.eval.export import write_export
-from tui.replay import ReplaySource
 from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen, QuitScreen
-from tui.source import DashboardSource, NewRollout
+from tui.sources.base import DashboardSource, NewRollout
+from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.phase_track import LEGEND

@@ -275,7 +275,7 @@ def _add_replay(commands: Any) -> None:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from tui.replay import ReplayError, ReplaySource
+    from tui.sources.replay import ReplayError, ReplaySource
 
     path: Path = args.transitions
     if path.is_dir():

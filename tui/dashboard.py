@@ -7,7 +7,7 @@ import sys
 from core.eval import EvalPlan
 from core.eval.reporter import format_summary
 from tui.app import create_app
-from tui.eval_source import EvalSource
+from tui.sources.live import EvalSource
 
 
 def run_dashboard(plan: EvalPlan, *, json_output: bool) -> int:

@@ -28,7 +28,7 @@ from server_stub.registry import RolloutEntry
 from server_stub.serving import serve_in_loop
 from tests.server.plugins import Echo, ExactMatch
 from tui.app import DashboardApp, create_app
-from tui.eval_source import EvalSource
+from tui.sources.live import EvalSource
 from tui.widgets.event_log import EventLog
 
 # The Echo workflow needs no chat endpoint; the request still carries a URL.

@@ -29,7 +29,7 @@ from core.types import (
     RolloutStatus,
 )
 from tui.app import DashboardApp, create_app
-from tui.source import NewRollout, Progress, ServerView
+from tui.sources.base import NewRollout, Progress, ServerView
 from tui.widgets.summary import SummaryStrip
 
 T0 = 5_000.0  # the board's start, on the frozen monotonic clock

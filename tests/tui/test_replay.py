@@ -15,7 +15,7 @@ from tests.tui.conftest import (
     until,
 )
 from tui.app import DashboardApp, create_app
-from tui.replay import ReplaySource
+from tui.sources.replay import ReplaySource
 
 Q, R, G, OK, FAIL = "queued", "running", "grading", "success", "failure"
 

@@ -13,7 +13,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from tui.source import NewRollout
+from tui.sources.base import NewRollout
 
 DIALOG_CSS = """
 {name} {{

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from core.board import RolloutBoard
-from tui.source import Progress, ServerView
+from tui.sources.base import Progress, ServerView
 from tui.widgets.format import STATUS_STYLES, duration, plain
 
 CHIPS = ("queued", "running", "grading", "success", "failure", "cancelled", "stuck", "untracked")

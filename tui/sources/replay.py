@@ -16,7 +16,7 @@ from core.eval.results.events import Journal
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
-from tui.source import NewRollout, Progress, ServerView
+from tui.sources.base import NewRollout, Progress, ServerView
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
 MAX_GAP_SEC = 5.0

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from core.board import RequestOptions
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.results.records import ItemResult
-from tui.source import NewRollout, Progress, ServerView
+from tui.sources.base import NewRollout, Progress, ServerView
 
 
 class EvalSource:
