@@ -40,18 +40,6 @@ LIVE_ACTIONS = frozenset(
     {"cancel_server", "untrack", "mark", "cancel_marked", "new_rollout", "rerun"}
 )
 REPLAY_ACTIONS = frozenset({"step", "speed"})
-STATUS_KEYS = {
-    "1": "queued",
-    "2": "running",
-    "3": "grading",
-    "4": "success",
-    "5": "failure",
-    "6": "cancelled",
-}
-
-
-def _binding(key: str, action: str, description: str, tooltip: str, **options: object) -> Binding:
-    return Binding(key, action, description, tooltip=tooltip, id=action.split("(", 1)[0], **options)  # type: ignore[arg-type]
 
 
 class DashboardApp(App[None]):
@@ -69,41 +57,163 @@ class DashboardApp(App[None]):
     status_line: Static
     # The footer shows the everyday keys; help and the command palette list them all.
     BINDINGS = [
-        _binding("enter", "details", "Details", "Show everything about the selected rollout"),
-        _binding("c", "cancel_server", "Cancel", "Cancel the selected rollout on its server"),
-        _binding("x", "untrack", "Untrack", "Stop tracking locally; nothing is sent to the server"),
-        _binding("space", "mark", "Mark", "Mark or unmark the selected rollout", show=False),
-        _binding(
+        Binding(
+            "enter",
+            "details",
+            "Details",
+            tooltip="Show everything about the selected rollout",
+            id="details.toggle",
+        ),
+        Binding(
+            "c",
+            "cancel_server",
+            "Cancel",
+            tooltip="Cancel the selected rollout on its server",
+            id="rollout.cancel",
+        ),
+        Binding(
+            "x",
+            "untrack",
+            "Untrack",
+            tooltip="Stop tracking locally; nothing is sent to the server",
+            id="rollout.untrack",
+        ),
+        Binding(
+            "space",
+            "mark",
+            "Mark",
+            tooltip="Mark or unmark the selected rollout",
+            show=False,
+            id="rollout.mark",
+        ),
+        Binding(
             "C",
             "cancel_marked",
             "Cancel marked",
-            "Cancel marked rollouts (or all shown) on the server",
+            tooltip="Cancel marked rollouts (or all shown) on the server",
             show=False,
+            id="marked.cancel",
         ),
-        _binding("n", "new_rollout", "New", "Submit a new rollout by hand"),
-        _binding("r", "rerun", "Re-run", "Run the selected finished rollout again, with a new id"),
-        _binding("slash", "filter", "Filter", "Filter by text: id, row, status, error, label"),
-        *(
-            _binding(
-                key,
-                f"status_filter('{status}')",
-                status.title(),
-                f"Show or hide {status}",
-                show=False,
-            )
-            for key, status in STATUS_KEYS.items()
+        Binding(
+            "n", "new_rollout", "New", tooltip="Submit a new rollout by hand", id="rollout.new"
         ),
-        _binding("0", "clear_filters", "All", "Clear every filter", show=False),
-        _binding("exclamation_mark", "stuck_only", "Stuck", "Show only stuck rollouts", show=False),
-        _binding("s", "sort", "Sort", "Cycle the sort order"),
-        _binding("p", "pause", "Pause", "Pause or resume repainting (a replay: the playback)"),
-        _binding("full_stop", "step", "Step", "Replay: play one more event while paused"),
-        _binding("plus", "speed(2.0)", "Faster", "Replay: play twice as fast"),
-        _binding("minus", "speed(0.5)", "Slower", "Replay: play half as fast"),
-        _binding("e", "export", "Export", "Write the shown rows to JSONL and CSV", show=False),
-        _binding("l", "event_log", "Log", "Show or hide the event log"),
-        _binding("question_mark,f1", "help", "Help", "All keys and the phase track legend"),
-        _binding("q", "quit_dashboard", "Quit", "Quit (asks what to do with rollouts in flight)"),
+        Binding(
+            "r",
+            "rerun",
+            "Re-run",
+            tooltip="Run the selected finished rollout again, with a new id",
+            id="rollout.rerun",
+        ),
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            tooltip="Filter by text: id, row, status, error, label",
+            id="filter.text",
+        ),
+        Binding(
+            "1",
+            "status_filter('queued')",
+            "Queued",
+            tooltip="Show or hide queued",
+            show=False,
+            id="filter.queued",
+        ),
+        Binding(
+            "2",
+            "status_filter('running')",
+            "Running",
+            tooltip="Show or hide running",
+            show=False,
+            id="filter.running",
+        ),
+        Binding(
+            "3",
+            "status_filter('grading')",
+            "Grading",
+            tooltip="Show or hide grading",
+            show=False,
+            id="filter.grading",
+        ),
+        Binding(
+            "4",
+            "status_filter('success')",
+            "Success",
+            tooltip="Show or hide success",
+            show=False,
+            id="filter.success",
+        ),
+        Binding(
+            "5",
+            "status_filter('failure')",
+            "Failure",
+            tooltip="Show or hide failure",
+            show=False,
+            id="filter.failure",
+        ),
+        Binding(
+            "6",
+            "status_filter('cancelled')",
+            "Cancelled",
+            tooltip="Show or hide cancelled",
+            show=False,
+            id="filter.cancelled",
+        ),
+        Binding(
+            "0", "clear_filters", "All", tooltip="Clear every filter", show=False, id="filter.clear"
+        ),
+        Binding(
+            "exclamation_mark",
+            "stuck_only",
+            "Stuck",
+            tooltip="Show only stuck rollouts",
+            show=False,
+            id="filter.stuck",
+        ),
+        Binding("s", "sort", "Sort", tooltip="Cycle the sort order", id="sort.next"),
+        Binding(
+            "p",
+            "pause",
+            "Pause",
+            tooltip="Pause or resume repainting (a replay: the playback)",
+            id="pause.toggle",
+        ),
+        Binding(
+            "full_stop",
+            "step",
+            "Step",
+            tooltip="Replay: play one more event while paused",
+            id="replay.step",
+        ),
+        Binding(
+            "plus", "speed(2.0)", "Faster", tooltip="Replay: play twice as fast", id="speed.up"
+        ),
+        Binding(
+            "minus", "speed(0.5)", "Slower", tooltip="Replay: play half as fast", id="speed.down"
+        ),
+        Binding(
+            "e",
+            "export",
+            "Export",
+            tooltip="Write the shown rows to JSONL and CSV",
+            show=False,
+            id="export.shown",
+        ),
+        Binding("l", "event_log", "Log", tooltip="Show or hide the event log", id="log.toggle"),
+        Binding(
+            "question_mark,f1",
+            "help",
+            "Help",
+            tooltip="All keys and the phase track legend",
+            id="help.open",
+        ),
+        Binding(
+            "q",
+            "quit_dashboard",
+            "Quit",
+            tooltip="Quit (asks what to do with rollouts in flight)",
+            id="quit.request",
+        ),
     ]
 
     def __init__(
@@ -507,19 +617,17 @@ class DashboardApp(App[None]):
         )
 
     def action_help(self) -> None:
+        bindings = list(self._enabled_bindings())
+        # The six status toggles read better as one line, where the first of them stands.
+        toggles = [b for b in bindings if parse_action(b.action)[1] == "status_filter"]
         shown: list[tuple[str, str]] = []
-        for binding in self._enabled_bindings():
-            if binding.action.startswith("status_filter"):
-                if binding.key == "1":  # the six toggles read better as one line
-                    shown.append(
-                        (
-                            "1 … 6",
-                            "Show or hide a status: "
-                            + ", ".join(f"{k} {v}" for k, v in STATUS_KEYS.items()),
-                        )
-                    )
-                continue
-            shown.append((self._keys(binding), binding.tooltip or binding.description))
+        for binding in bindings:
+            if binding not in toggles:
+                shown.append((self._keys(binding), binding.tooltip or binding.description))
+            elif binding is toggles[0]:
+                statuses = (f"{b.key} {parse_action(b.action)[2][0]}" for b in toggles)
+                keys = f"{toggles[0].key} … {toggles[-1].key}"
+                shown.append((keys, "Show or hide a status: " + ", ".join(statuses)))
         shown += [
             ("↑ ↓ pgup pgdn home end", "Move the cursor (also j, k, g, G, or a click)"),
             ("^p", "Command palette: every action by name"),

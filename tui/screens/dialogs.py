@@ -44,8 +44,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     DEFAULT_CSS = DIALOG_CSS.format(name="ConfirmScreen")
     BINDINGS = [
-        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
-        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+        Binding("y", "answer(True)", "Yes", tooltip="Yes, do it", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", tooltip="No, change nothing", id="confirm.no"),
     ]
 
     def __init__(self, question: Text | str) -> None:
@@ -71,9 +71,23 @@ class QuitScreen(ModalScreen[str]):
 
     DEFAULT_CSS = DIALOG_CSS.format(name="QuitScreen")
     BINDINGS = [
-        Binding("c", "choose('cancel')", "Cancel them on the server", id="quit.cancel"),
-        Binding("l", "choose('leave')", "Leave them to their leases", id="quit.leave"),
-        Binding("b,escape", "choose('back')", "Back", id="quit.back"),
+        Binding(
+            "c",
+            "choose('cancel')",
+            "Cancel them on the server",
+            tooltip="Cancel the rollouts in flight on their servers, then quit",
+            id="quit.cancel",
+        ),
+        Binding(
+            "l",
+            "choose('leave')",
+            "Leave them to their leases",
+            tooltip="Quit now; the server fails each rollout when its lease expires",
+            id="quit.leave",
+        ),
+        Binding(
+            "b,escape", "choose('back')", "Back", tooltip="Back to the dashboard", id="quit.back"
+        ),
     ]
 
     def __init__(self, in_flight: int) -> None:
@@ -113,7 +127,15 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen VerticalScroll { height: auto; max-height: 30; margin-bottom: 1; }
     """
     )
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close")]
+    BINDINGS = [
+        Binding(
+            "escape,q,question_mark,f1",
+            "dismiss",
+            "Close",
+            tooltip="Back to the dashboard",
+            id="help.close",
+        )
+    ]
 
     def __init__(
         self, bindings: Iterable[tuple[str, str]], legend: Iterable[tuple[str, str]]
@@ -174,7 +196,9 @@ class NewRolloutScreen(ModalScreen[NewRollout | None]):
     NewRolloutScreen #error { color: $error; height: auto; }
     """
     )
-    BINDINGS = [Binding("escape", "cancel", "Close", id="new.close")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Close", tooltip="Close the form, send nothing", id="new.close")
+    ]
 
     def compose(self) -> ComposeResult:
         with Vertical():

@@ -160,12 +160,44 @@ class RolloutTable(ScrollView, can_focus=True):
     """
 
     BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
-        Binding("pageup", "cursor_page(-1)", "Page up", show=False),
-        Binding("pagedown", "cursor_page(1)", "Page down", show=False),
-        Binding("home,g", "cursor_edge(0)", "First", show=False),
-        Binding("end,G", "cursor_edge(1)", "Last", show=False),
+        Binding(
+            "up,k", "cursor(-1)", "Up", tooltip="The rollout above", show=False, id="cursor.up"
+        ),
+        Binding(
+            "down,j", "cursor(1)", "Down", tooltip="The rollout below", show=False, id="cursor.down"
+        ),
+        Binding(
+            "pageup",
+            "cursor_page(-1)",
+            "Page up",
+            tooltip="One screen of rollouts up",
+            show=False,
+            id="cursor.page-up",
+        ),
+        Binding(
+            "pagedown",
+            "cursor_page(1)",
+            "Page down",
+            tooltip="One screen of rollouts down",
+            show=False,
+            id="cursor.page-down",
+        ),
+        Binding(
+            "home,g",
+            "cursor_edge(0)",
+            "First",
+            tooltip="The first rollout shown",
+            show=False,
+            id="cursor.first",
+        ),
+        Binding(
+            "end,G",
+            "cursor_edge(1)",
+            "Last",
+            tooltip="The last rollout shown",
+            show=False,
+            id="cursor.last",
+        ),
     ]
 
     class CursorMoved(Message):
