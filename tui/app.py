@@ -18,6 +18,7 @@ from textual.actions import parse as parse_action
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -29,8 +30,9 @@ from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.phase_track import LEGEND
-from tui.widgets.rollout_table import SORTS, RolloutTable
+from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.summary import RunHeader, SummaryStrip
+from tui.widgets.table_view import SORTS, TableView, next_sort, toggle_status
 
 Clock = Callable[[], float]
 
@@ -216,6 +218,28 @@ class DashboardApp(App[None]):
         ),
     ]
 
+    # -- view state: the table's filters and sort ---------------------------------------------
+    # Set by the keys and the filter bar; each change re-selects the table's rows.
+
+    #: Text the shown rollouts hold (id, row, status, error or label); "" shows all.
+    filter_text: var[str] = var("", init=False)
+    #: The display statuses shown; None shows every status.
+    filter_statuses: var[frozenset[str] | None] = var(None, init=False)
+    #: Only the rollouts flagged stuck.
+    stuck_only: var[bool] = var(False, init=False)
+    #: The table's order: a key of `SORTS`.
+    sort: var[str] = var("submitted", init=False)
+
+    @property
+    def table_view(self) -> TableView:
+        return TableView(self.filter_text, self.filter_statuses, self.stuck_only, self.sort)
+
+    def _show_view(self) -> None:
+        self.table.show(self.table_view)
+        self.update_summary()
+
+    watch_filter_text = watch_filter_statuses = watch_stuck_only = watch_sort = _show_view
+
     def __init__(
         self,
         source: DashboardSource,
@@ -271,7 +295,7 @@ class DashboardApp(App[None]):
         table.focus()
         # The board may hold rollouts already (a resumed run, a prepared state): show them all;
         # from here on only change batches are applied.
-        table.rebuild()
+        table.show(self.table_view)
         self.set_interval(1 / REPAINT_HZ, self.repaint)
         self.set_interval(1.0, self._tick)
         self._sample_throughput()  # the baseline
@@ -343,19 +367,13 @@ class DashboardApp(App[None]):
         elapsed = now - self.board.started_at
         self.header.show(self.source.title, self.source.subtitle, self.source.servers(), elapsed)
         self.summary.show(self.board, self.board.counts(now), self.source.progress(), elapsed)
-        table = self.table
-        filters = []
-        if table.filter_text:
-            filters.append(f"text {table.filter_text!r}")
-        if table.filter_statuses is not None:
-            filters.append("status " + "+".join(sorted(table.filter_statuses)))
-        if table.stuck_only:
-            filters.append("stuck only")
+        table, view = self.table, self.table_view
+        filters = view.filters()
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"{len(table.order)} of {len(self.board)} shown", "bold")
         if filters:
             line.append("  filter: " + ", ".join(filters))
-        line.append(f"  sort: {SORTS[table.sort]}")
+        line.append(f"  sort: {SORTS[view.sort]}")
         if table.marks:
             line.append(f"  {len(table.marks)} marked", "yellow")
         if self.paused:
@@ -524,14 +542,12 @@ class DashboardApp(App[None]):
     def action_filter(self) -> None:
         bar = self.filter_bar
         bar.add_class("-open")
-        bar.value = self.table.filter_text
+        bar.value = self.filter_text
         bar.focus()
 
     @on(Input.Changed, "#filter-bar")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.table.filter_text = event.value
-        self.table.rebuild()
-        self.update_summary()
+        self.filter_text = event.value
 
     @on(Input.Submitted, "#filter-bar")
     def _filter_done(self) -> None:
@@ -541,38 +557,19 @@ class DashboardApp(App[None]):
         self.table.focus()
 
     def action_status_filter(self, status: str) -> None:
-        table = self.table
-        current = set(table.filter_statuses or ())
-        # A rollout the server never admitted failed too: the failure toggle shows it.
-        group = {status, "not_admitted"} if status == "failure" else {status}
-        if status in current:
-            current -= group
-        else:
-            current |= group
-        table.filter_statuses = frozenset(current) or None
-        table.rebuild()
-        self.update_summary()
+        self.filter_statuses = toggle_status(self.filter_statuses, status)
 
     def action_stuck_only(self) -> None:
-        self.table.stuck_only = not self.table.stuck_only
-        self.table.rebuild()
-        self.update_summary()
+        self.stuck_only = not self.stuck_only
 
     def action_clear_filters(self) -> None:
-        table = self.table
-        table.filter_text, table.filter_statuses, table.stuck_only = "", None, False
+        self.filter_text, self.filter_statuses, self.stuck_only = "", None, False
         bar = self.filter_bar
         bar.value = ""
         bar.remove_class("-open")
-        table.rebuild()
-        self.update_summary()
 
     def action_sort(self) -> None:
-        table = self.table
-        names = list(SORTS)
-        table.sort = names[(names.index(table.sort) + 1) % len(names)]
-        table.rebuild()
-        self.update_summary()
+        self.sort = next_sort(self.sort)
 
     def action_step(self) -> None:
         if isinstance(self.source, ReplaySource):

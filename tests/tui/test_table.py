@@ -8,6 +8,7 @@ import pytest
 
 from core.board import RolloutBoard
 from core.types import RolloutStatus
+from tests.tui.conftest import status_line
 from tests.tui.states import NOW, T0, StaticSource, build_app, running_board
 from tui.widgets.rollout_table import COLUMNS, RolloutTable, layout_columns
 
@@ -92,3 +93,19 @@ async def test_the_cursor_stays_in_view_when_a_filter_is_cleared() -> None:
         assert table.cursor_index == 150
         assert top <= 150 < top + table.size.height - 1
         assert table.rollout_at(150 - top + 1) == f"{150:032x}"
+
+
+async def test_the_filters_and_sort_are_app_reactives_that_reselect_the_rows() -> None:
+    app = build_app(StaticSource(running_board(), total=40))
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause()
+        app.filter_statuses = frozenset({"queued"})
+        queued = [rid for rid in app.table.order if app.board.records[rid].status.value == "queued"]
+        assert app.table.order == queued and len(queued) == 2
+        assert "filter: status queued" in status_line(app)
+        app.filter_statuses = None
+        app.sort = "status"  # never admitted first, successes last
+        assert len(app.table.order) == 24
+        assert app.board.records[app.table.order[0]].display_status == "not_admitted"
+        assert app.board.records[app.table.order[-1]].display_status == "success"
+        assert "sort: status" in status_line(app) and "filter" not in status_line(app)

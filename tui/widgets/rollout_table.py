@@ -24,6 +24,7 @@ from textual.strip import Strip
 from core.board import RolloutBoard, RolloutRecord
 from tui.widgets.format import STATUS_STYLES, duration, reward
 from tui.widgets.phase_track import CONNECTOR, phase_cells
+from tui.widgets.table_view import TableView
 
 Clock = Callable[[], float]
 
@@ -81,24 +82,6 @@ def layout_columns(width: int) -> Layout:
             widths[key] += given
             spare -= given
     return tuple((column, widths[column.key]) for column in shown)
-
-
-SORTS: dict[str, str] = {
-    "submitted": "order submitted",
-    "row": "row, then attempt",
-    "status": "status",
-    "phase_time": "longest in phase first",
-    "reward": "reward, lowest first",
-}
-_STATUS_RANK = {
-    "not_admitted": 0,
-    "failure": 1,
-    "cancelled": 2,
-    "grading": 3,
-    "running": 4,
-    "queued": 5,
-    "success": 6,
-}
 
 
 def _cell(text: str, width: int, align: str = "left") -> str:
@@ -221,31 +204,25 @@ class RolloutTable(ScrollView, can_focus=True):
         self._layout_width = -1
         self.cursor_id: str | None = None
         self.marks: set[str] = set()
-        self.filter_text = ""
-        self.filter_statuses: frozenset[str] | None = None
-        self.stuck_only = False
-        self.sort = "submitted"
+        #: The filters and sort the rows follow; the app sets it (`show`).
+        self.view = TableView()
         self._styles: dict[str, Style] = {}
         self._cached_styles: tuple[Style, ...] = ()
         self._restyled = True
 
     # -- data ------------------------------------------------------------------------------
 
+    def show(self, view: TableView) -> None:
+        """Show the rows `view` selects, in its order."""
+        self.view = view
+        self.rebuild()
+
     def rebuild(self, changed: set[str] | None = None) -> None:
         """Recompute which rollouts show and in what order; keeps the cursor on its rollout.
 
         With `changed` given and the order the same as before, only those rows repaint.
         """
-        now = self.clock()
-        records = self.board.select(
-            text=self.filter_text or None,
-            statuses=self.filter_statuses,
-            stuck_only=self.stuck_only,
-            now=now,
-        )
-        if self.sort != "submitted":
-            records.sort(key=self._sort_key(now))
-        order = [record.rollout_id for record in records]
+        order = [record.rollout_id for record in self.view.select(self.board, self.clock())]
         if changed is not None and order == self.order:
             self._refresh_rows(changed)
             return
@@ -259,32 +236,6 @@ class RolloutTable(ScrollView, can_focus=True):
         # One line more than there are rows: the header.
         self.virtual_size = Size(max(self._layout_width, 0), len(self.order) + 1)
 
-    def _sort_key(self, now: float) -> Callable[[RolloutRecord], tuple[float, ...]]:
-        if self.sort == "row":
-            return lambda r: (r.row_index if r.row_index is not None else -1, r.run_index or 0)
-        if self.sort == "status":
-            return lambda r: (_STATUS_RANK.get(r.display_status, 9), r.submitted_at)
-        if self.sort == "phase_time":
-            return lambda r: (-(now - r.phase_started_at) if r.in_flight else 0.0, r.submitted_at)
-        return lambda r: (
-            r.latest_result.sample.reward
-            if r.latest_result
-            and r.latest_result.sample
-            and r.latest_result.sample.reward is not None
-            else float("inf"),
-            r.submitted_at,
-        )
-
-    @property
-    def order_depends_on_changes(self) -> bool:
-        """Whether a changed rollout can move or appear/disappear (then rebuild, not patch)."""
-        return (
-            self.sort in ("status", "phase_time", "reward")
-            or self.filter_statuses is not None
-            or self.stuck_only
-            or bool(self.filter_text)
-        )
-
     def apply_changes(self, changed: Iterable[str], added: Iterable[str]) -> None:
         """Take a change batch from the board: patch in place when the order cannot change."""
         changed = set(changed)
@@ -294,7 +245,7 @@ class RolloutTable(ScrollView, can_focus=True):
         for rollout_id in changed:
             self._strips.pop(rollout_id, None)
         # A new rollout goes to the end only in submission order; any other order places it.
-        if self.order_depends_on_changes or (added and self.sort != "submitted"):
+        if self.view.order_depends_on_changes or (added and self.view.sort != "submitted"):
             self.rebuild(changed | set(added))
             return
         for rollout_id in added:
@@ -313,7 +264,7 @@ class RolloutTable(ScrollView, can_focus=True):
         }
         for rollout_id in moving:
             self._strips.pop(rollout_id, None)
-        if self.sort == "phase_time" or self.stuck_only:
+        if self.view.order_depends_on_time:
             self.rebuild(moving)
         else:
             self._refresh_rows(moving)
