@@ -10,7 +10,8 @@ from core.board import RolloutBoard
 from core.types import RolloutStatus
 from tests.tui.conftest import status_line
 from tests.tui.states import NOW, T0, StaticSource, build_app, running_board
-from tui.widgets.rollout_table import COLUMNS, RolloutTable, layout_columns
+from tui.widgets.rollout_table import RolloutTable
+from tui.widgets.table_columns import COLUMNS, layout_columns
 
 
 @pytest.mark.parametrize("width", [40, 56, 88, 98, 109, 158, 240])

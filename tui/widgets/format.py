@@ -37,10 +37,15 @@ def reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def printable(text: str) -> str:
+    """Untrusted text with its control characters masked, so they cannot reach the terminal."""
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+
+
 def plain(text: str, style: str = "", *, wrap: bool = False) -> Text:
     """Untrusted text (ids, labels, errors, prompts) as Rich Text: `[` is never markup and
     control characters cannot reach the terminal. One line (ellipsis) unless `wrap`."""
-    cleaned = "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+    cleaned = printable(text)
     if wrap:
         return Text(cleaned, style=style, overflow="fold")
     return Text(cleaned, style=style, no_wrap=True, overflow="ellipsis")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
@@ -22,77 +21,18 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from core.board import RolloutBoard, RolloutRecord
-from tui.widgets.format import STATUS_STYLES, duration, reward
 from tui.widgets.phase_track import CONNECTOR, phase_cells
+from tui.widgets.table_columns import (
+    PHASE_TRACK_WIDTH,
+    Layout,
+    cell,
+    header_line,
+    layout_columns,
+    row_cells,
+)
 from tui.widgets.table_view import TableView
 
 Clock = Callable[[], float]
-
-PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    title: str
-    #: The width it gets (the error and flags columns: the least it gets).
-    width: int
-    align: str = "left"
-    #: Narrow terminals drop these columns, 1 first (0: always shown).
-    drop: int = 0
-
-
-COLUMNS = (
-    Column("mark", "", 2),
-    Column("row", "row", 6, "right"),
-    Column("try", "try", 4, "right", drop=1),
-    Column("rollout", "rollout", 11),
-    Column("status", "status", 13),
-    Column("phases", "phases", 8),
-    Column("in_phase", "in phase", 9, "right", drop=3),
-    Column("total", "total", 8, "right", drop=2),
-    Column("reward", "reward", 7, "right", drop=4),
-    Column("error", "error", 12, drop=6),
-    Column("flags", "flags", 10, drop=5),
-)
-# Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
-# cut), then to the error up to a cap (categories are short; messages are in the details).
-FLAGS_COMFORTABLE = 28
-ERROR_MAX = 20
-
-Layout = tuple[tuple[Column, int], ...]
-
-
-def layout_columns(width: int) -> Layout:
-    """The columns that fit in `width`, with their widths.
-
-    Columns are dropped least useful first until the rest fit (so nothing is cut at 100
-    columns or with the details pane open), then the spare width goes to flags and error.
-    """
-    shown = list(COLUMNS)
-    for level in sorted({column.drop for column in COLUMNS if column.drop}):
-        if sum(column.width for column in shown) <= width:
-            break
-        shown = [column for column in shown if column.drop != level]
-    widths = {column.key: column.width for column in shown}
-    spare = max(width - sum(widths.values()), 0)
-    for key, up_to in (("flags", FLAGS_COMFORTABLE), ("error", ERROR_MAX), ("flags", width)):
-        if key in widths:
-            given = max(min(spare, up_to - widths[key]), 0)
-            widths[key] += given
-            spare -= given
-    return tuple((column, widths[column.key]) for column in shown)
-
-
-def _cell(text: str, width: int, align: str = "left") -> str:
-    if len(text) > width - 1:
-        text = text[: max(width - 2, 0)] + "…"
-    return (text.rjust(width - 1) if align == "right" else text.ljust(width - 1)) + " "
-
-
-def _clean(text: str) -> str:
-    # Untrusted text goes straight into segments (never markup); control characters are masked.
-    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
 
 
 def _overlay(strip: Strip, style: Style) -> Strip:
@@ -416,7 +356,7 @@ class RolloutTable(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             if self._header is None:
-                header = "".join(_cell(c.title, w, c.align) for c, w in self._layout)
+                header = header_line(self._layout)
                 style = base + self.get_component_rich_style("rollout-table--header")
                 self._header = Strip([Segment(header, style)]).crop_extend(0, width, style)
             return self._header
@@ -436,35 +376,10 @@ class RolloutTable(ScrollView, can_focus=True):
         return strip
 
     def _render_row(self, record: RolloutRecord, base: Style) -> Strip:
-        now = self.clock()
         style = self._style
         dim = self.get_component_rich_style("rollout-table--dim", partial=True)
         marked = record.rollout_id in self.marks
-        result = record.latest_result
-        status = record.display_status
-        status_label = "cancelling…" if record.cancelling else status.replace("_", " ")
-        in_phase = None if record.finished or record.untracked else now - record.phase_started_at
-        end = record.terminal_at if record.terminal_at is not None else now
-        sample_reward = result.sample.reward if result and result.sample else None
-        error = ""
-        if record.admission_error is not None:
-            error = "not admitted"
-        elif result is not None and result.err_category is not None:
-            error = result.err_category.value
-        elif result is not None and result.err_message:
-            error = _clean(result.err_message)
-        cells: dict[str, tuple[str, Style | None]] = {
-            "mark": ("▌" if marked else "", style("bold yellow")),
-            "row": ("-" if record.row_index is None else str(record.row_index), None),
-            "try": ("-" if record.run_index is None else str(record.run_index), dim),
-            "rollout": (_clean(record.rollout_id[:10]), dim),
-            "status": (status_label, style(STATUS_STYLES.get(status, ""))),
-            "in_phase": (duration(in_phase), None),
-            "total": (duration(end - record.submitted_at), dim),
-            "reward": (reward(sample_reward), None),
-            "error": (error, style("red")),
-            "flags": (", ".join(self._flags(record, now)), style("yellow")),
-        }
+        cells = row_cells(record, self.board, self.clock(), marked=marked)
         segments: list[Segment] = []
         for column, width in self._layout:
             if column.key == "phases":
@@ -474,23 +389,10 @@ class RolloutTable(ScrollView, can_focus=True):
                     segments.append(Segment(glyph, style(glyph_style)))
                 segments.append(Segment(" " * (width - PHASE_TRACK_WIDTH)))
             else:
-                text, cell_style = cells[column.key]
-                segments.append(Segment(_cell(text, width, column.align), cell_style))
+                text, style_name = cells[column.key]
+                cell_style = dim if column.dim else style(style_name) if style_name else None
+                segments.append(Segment(cell(text, width, column.align), cell_style))
         strip = Strip(segments).apply_style(base)
         if marked:
             strip = _overlay(strip, self._background("rollout-table--marked"))
         return strip
-
-    def _flags(self, record: RolloutRecord, now: float) -> list[str]:
-        flags = []
-        if self.board.is_stuck(record, now):
-            flags.append("stuck")
-        if record.untracked:
-            flags.append("untracked")
-        for cancel in record.cancels[-1:]:
-            flags.append(cancel.disposition or ("cancel failed" if cancel.error else "cancelling"))
-        if record.poll_error and not record.finished:
-            flags.append("poll trouble")
-        elif record.poll_retries:
-            flags.append(f"{record.poll_retries} retries")
-        return flags

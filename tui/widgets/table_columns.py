@@ -1,0 +1,127 @@
+"""The rollout table's columns: which of them fit a width, and what each cell of a row says.
+
+Text and style names only; the table (rollout_table.py) turns them into cached strips.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.board import RolloutBoard, RolloutRecord
+from tui.widgets.format import STATUS_STYLES, duration, printable, reward
+
+PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    #: The width it gets (the error and flags columns: the least it gets).
+    width: int
+    align: str = "left"
+    #: Narrow terminals drop these columns, 1 first (0: always shown).
+    drop: int = 0
+    #: Drawn in the table's muted colour: context, not news.
+    dim: bool = False
+
+
+COLUMNS = (
+    Column("mark", "", 2),
+    Column("row", "row", 6, "right"),
+    Column("try", "try", 4, "right", drop=1, dim=True),
+    Column("rollout", "rollout", 11, dim=True),
+    Column("status", "status", 13),
+    Column("phases", "phases", 8),
+    Column("in_phase", "in phase", 9, "right", drop=3),
+    Column("total", "total", 8, "right", drop=2, dim=True),
+    Column("reward", "reward", 7, "right", drop=4),
+    Column("error", "error", 12, drop=6),
+    Column("flags", "flags", 10, drop=5),
+)
+# Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
+# cut), then to the error up to a cap (categories are short; messages are in the details).
+FLAGS_COMFORTABLE = 28
+ERROR_MAX = 20
+
+Layout = tuple[tuple[Column, int], ...]
+
+
+def layout_columns(width: int) -> Layout:
+    """The columns that fit in `width`, with their widths.
+
+    Columns are dropped least useful first until the rest fit (so nothing is cut at 100
+    columns or with the details pane open), then the spare width goes to flags and error.
+    """
+    shown = list(COLUMNS)
+    for level in sorted({column.drop for column in COLUMNS if column.drop}):
+        if sum(column.width for column in shown) <= width:
+            break
+        shown = [column for column in shown if column.drop != level]
+    widths = {column.key: column.width for column in shown}
+    spare = max(width - sum(widths.values()), 0)
+    for key, up_to in (("flags", FLAGS_COMFORTABLE), ("error", ERROR_MAX), ("flags", width)):
+        if key in widths:
+            given = max(min(spare, up_to - widths[key]), 0)
+            widths[key] += given
+            spare -= given
+    return tuple((column, widths[column.key]) for column in shown)
+
+
+def cell(text: str, width: int, align: str = "left") -> str:
+    """`text` fitted to a cell of `width` (an ellipsis when cut), one space before the next."""
+    if len(text) > width - 1:
+        text = text[: max(width - 2, 0)] + "…"
+    return (text.rjust(width - 1) if align == "right" else text.ljust(width - 1)) + " "
+
+
+def header_line(layout: Layout) -> str:
+    return "".join(cell(column.title, width, column.align) for column, width in layout)
+
+
+def row_cells(
+    record: RolloutRecord, board: RolloutBoard, now: float, *, marked: bool
+) -> dict[str, tuple[str, str]]:
+    """Each column's text and style name ("" for none) for one rollout; the phase track is
+    drawn glyph by glyph, so it is not among them. Untrusted text is made printable here."""
+    result = record.latest_result
+    status = record.display_status
+    status_label = "cancelling…" if record.cancelling else status.replace("_", " ")
+    in_phase = None if record.finished or record.untracked else now - record.phase_started_at
+    end = record.terminal_at if record.terminal_at is not None else now
+    sample_reward = result.sample.reward if result and result.sample else None
+    error = ""
+    if record.admission_error is not None:
+        error = "not admitted"
+    elif result is not None and result.err_category is not None:
+        error = result.err_category.value
+    elif result is not None and result.err_message:
+        error = printable(result.err_message)
+    return {
+        "mark": ("▌" if marked else "", "bold yellow"),
+        "row": ("-" if record.row_index is None else str(record.row_index), ""),
+        "try": ("-" if record.run_index is None else str(record.run_index), ""),
+        "rollout": (printable(record.rollout_id[:10]), ""),
+        "status": (status_label, STATUS_STYLES.get(status, "")),
+        "in_phase": (duration(in_phase), ""),
+        "total": (duration(end - record.submitted_at), ""),
+        "reward": (reward(sample_reward), ""),
+        "error": (error, "red"),
+        "flags": (", ".join(flags(record, board, now)), "yellow"),
+    }
+
+
+def flags(record: RolloutRecord, board: RolloutBoard, now: float) -> list[str]:
+    """What needs an eye: stuck, untracked, the last cancel, polling trouble."""
+    named = []
+    if board.is_stuck(record, now):
+        named.append("stuck")
+    if record.untracked:
+        named.append("untracked")
+    for cancel in record.cancels[-1:]:
+        named.append(cancel.disposition or ("cancel failed" if cancel.error else "cancelling"))
+    if record.poll_error and not record.finished:
+        named.append("poll trouble")
+    elif record.poll_retries:
+        named.append(f"{record.poll_retries} retries")
+    return named
