@@ -9,14 +9,12 @@ never end the app.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
-from textual.actions import parse as parse_action
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
@@ -24,6 +22,7 @@ from textual.widgets import Footer, Input, Static
 
 from core.board import RolloutRecord
 from core.eval.export import write_export
+from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
 from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen, QuitScreen
 from tui.sources.base import DashboardSource, NewRollout
 from tui.sources.replay import ReplaySource
@@ -38,10 +37,6 @@ Clock = Callable[[], float]
 
 REPAINT_HZ = 3.0
 THROUGHPUT_WINDOW_SEC = 5.0  # the summary's "done/5s" sparkline
-LIVE_ACTIONS = frozenset(
-    {"cancel_server", "untrack", "mark", "cancel_marked", "new_rollout", "rerun"}
-)
-REPLAY_ACTIONS = frozenset({"step", "speed"})
 
 
 class DashboardApp(App[None]):
@@ -57,166 +52,7 @@ class DashboardApp(App[None]):
     event_log: EventLog
     details: DetailsPane
     status_line: Static
-    # The footer shows the everyday keys; help and the command palette list them all.
-    BINDINGS = [
-        Binding(
-            "enter",
-            "details",
-            "Details",
-            tooltip="Show everything about the selected rollout",
-            id="details.toggle",
-        ),
-        Binding(
-            "c",
-            "cancel_server",
-            "Cancel",
-            tooltip="Cancel the selected rollout on its server",
-            id="rollout.cancel",
-        ),
-        Binding(
-            "x",
-            "untrack",
-            "Untrack",
-            tooltip="Stop tracking locally; nothing is sent to the server",
-            id="rollout.untrack",
-        ),
-        Binding(
-            "space",
-            "mark",
-            "Mark",
-            tooltip="Mark or unmark the selected rollout",
-            show=False,
-            id="rollout.mark",
-        ),
-        Binding(
-            "C",
-            "cancel_marked",
-            "Cancel marked",
-            tooltip="Cancel marked rollouts (or all shown) on the server",
-            show=False,
-            id="marked.cancel",
-        ),
-        Binding(
-            "n", "new_rollout", "New", tooltip="Submit a new rollout by hand", id="rollout.new"
-        ),
-        Binding(
-            "r",
-            "rerun",
-            "Re-run",
-            tooltip="Run the selected finished rollout again, with a new id",
-            id="rollout.rerun",
-        ),
-        Binding(
-            "slash",
-            "filter",
-            "Filter",
-            tooltip="Filter by text: id, row, status, error, label",
-            id="filter.text",
-        ),
-        Binding(
-            "1",
-            "status_filter('queued')",
-            "Queued",
-            tooltip="Show or hide queued",
-            show=False,
-            id="filter.queued",
-        ),
-        Binding(
-            "2",
-            "status_filter('running')",
-            "Running",
-            tooltip="Show or hide running",
-            show=False,
-            id="filter.running",
-        ),
-        Binding(
-            "3",
-            "status_filter('grading')",
-            "Grading",
-            tooltip="Show or hide grading",
-            show=False,
-            id="filter.grading",
-        ),
-        Binding(
-            "4",
-            "status_filter('success')",
-            "Success",
-            tooltip="Show or hide success",
-            show=False,
-            id="filter.success",
-        ),
-        Binding(
-            "5",
-            "status_filter('failure')",
-            "Failure",
-            tooltip="Show or hide failure",
-            show=False,
-            id="filter.failure",
-        ),
-        Binding(
-            "6",
-            "status_filter('cancelled')",
-            "Cancelled",
-            tooltip="Show or hide cancelled",
-            show=False,
-            id="filter.cancelled",
-        ),
-        Binding(
-            "0", "clear_filters", "All", tooltip="Clear every filter", show=False, id="filter.clear"
-        ),
-        Binding(
-            "exclamation_mark",
-            "stuck_only",
-            "Stuck",
-            tooltip="Show only stuck rollouts",
-            show=False,
-            id="filter.stuck",
-        ),
-        Binding("s", "sort", "Sort", tooltip="Cycle the sort order", id="sort.next"),
-        Binding(
-            "p",
-            "pause",
-            "Pause",
-            tooltip="Pause or resume repainting (a replay: the playback)",
-            id="pause.toggle",
-        ),
-        Binding(
-            "full_stop",
-            "step",
-            "Step",
-            tooltip="Replay: play one more event while paused",
-            id="replay.step",
-        ),
-        Binding(
-            "plus", "speed(2.0)", "Faster", tooltip="Replay: play twice as fast", id="speed.up"
-        ),
-        Binding(
-            "minus", "speed(0.5)", "Slower", tooltip="Replay: play half as fast", id="speed.down"
-        ),
-        Binding(
-            "e",
-            "export",
-            "Export",
-            tooltip="Write the shown rows to JSONL and CSV",
-            show=False,
-            id="export.shown",
-        ),
-        Binding("l", "event_log", "Log", tooltip="Show or hide the event log", id="log.toggle"),
-        Binding(
-            "question_mark,f1",
-            "help",
-            "Help",
-            tooltip="All keys and the phase track legend",
-            id="help.open",
-        ),
-        Binding(
-            "q",
-            "quit_dashboard",
-            "Quit",
-            tooltip="Quit (asks what to do with rollouts in flight)",
-            id="quit.request",
-        ),
-    ]
+    BINDINGS = DASHBOARD_BINDINGS
 
     # -- view state: the table's filters and sort ---------------------------------------------
     # Set by the keys and the filter bar; each change re-selects the table's rows.
@@ -424,27 +260,7 @@ class DashboardApp(App[None]):
     # -- enabling ----------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """None greys a binding out (it makes no sense for the selected row); False hides it
-        (it makes no sense for this source: steering a replay, playback keys on a live run)."""
-        if action in LIVE_ACTIONS and self.source.read_only:
-            return False
-        if action in REPLAY_ACTIONS:
-            return isinstance(self.source, ReplaySource)
-        record = self.selected()
-        if action == "cancel_server":
-            return (record is not None and record.in_flight and record.client is not None) or None
-        if action == "untrack":
-            return (record is not None and record.in_flight) or None
-        if action == "rerun":
-            return (
-                self.source.can_send
-                and record is not None
-                and record.finished
-                and record.options is not None
-            ) or None
-        if action == "new_rollout":
-            return self.source.can_send or None
-        return True
+        return action_state(action, self.source, self.selected())
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -599,37 +415,8 @@ class DashboardApp(App[None]):
     def action_event_log(self) -> None:
         self.event_log.toggle_class("-open")
 
-    def _enabled_bindings(self) -> Iterator[Binding]:
-        """The dashboard's bindings that apply to this source (greyed ones included)."""
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding):
-                _namespace, name, parameters = parse_action(binding.action)
-                if self.check_action(name, parameters) is not False:
-                    yield binding
-
-    def _keys(self, binding: Binding) -> str:
-        return ", ".join(
-            self.get_key_display(Binding(key.strip(), binding.action))
-            for key in binding.key.split(",")
-        )
-
     def action_help(self) -> None:
-        bindings = list(self._enabled_bindings())
-        # The six status toggles read better as one line, where the first of them stands.
-        toggles = [b for b in bindings if parse_action(b.action)[1] == "status_filter"]
-        shown: list[tuple[str, str]] = []
-        for binding in bindings:
-            if binding not in toggles:
-                shown.append((self._keys(binding), binding.tooltip or binding.description))
-            elif binding is toggles[0]:
-                statuses = (f"{b.key} {parse_action(b.action)[2][0]}" for b in toggles)
-                keys = f"{toggles[0].key} … {toggles[-1].key}"
-                shown.append((keys, "Show or hide a status: " + ", ".join(statuses)))
-        shown += [
-            ("↑ ↓ pgup pgdn home end", "Move the cursor (also j, k, g, G, or a click)"),
-            ("^p", "Command palette: every action by name"),
-        ]
-        self.push_screen(HelpScreen(shown, LEGEND))
+        self.push_screen(HelpScreen(help_lines(self), LEGEND))
 
     def action_export(self) -> None:
         records = [self.board.records[rid] for rid in self.table.order]
@@ -684,16 +471,7 @@ class DashboardApp(App[None]):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for binding in self._enabled_bindings():
-            _namespace, name, parameters = parse_action(binding.action)
-            if self.check_action(name, parameters) is not True:
-                continue  # greyed out for the selected row: leave it out of the palette
-            action = binding.action
-            yield SystemCommand(
-                binding.description,
-                f"{binding.tooltip} ({self._keys(binding)})",
-                lambda action=action: self.run_action(action),
-            )
+        yield from palette_commands(self)
 
 
 def create_app(

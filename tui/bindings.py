@@ -1,0 +1,253 @@
+"""The dashboard's keys: every binding with its hand-written id and tooltip, which of them
+apply to the source and the selected rollout, and how the help lists them (DESIGN.md §2).
+
+The footer shows the everyday keys; the help and the command palette list them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from textual.actions import parse as parse_action
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+
+from core.board import RolloutRecord
+from tui.sources.base import DashboardSource
+from tui.sources.replay import ReplaySource
+
+# Steering the run: hidden on a replay, which is read-only.
+LIVE_ACTIONS = frozenset(
+    {"cancel_server", "untrack", "mark", "cancel_marked", "new_rollout", "rerun"}
+)
+# Playback: only a replay has it.
+REPLAY_ACTIONS = frozenset({"step", "speed"})
+
+DASHBOARD_BINDINGS: list[BindingType] = [
+    Binding(
+        "enter",
+        "details",
+        "Details",
+        tooltip="Show everything about the selected rollout",
+        id="details.toggle",
+    ),
+    Binding(
+        "c",
+        "cancel_server",
+        "Cancel",
+        tooltip="Cancel the selected rollout on its server",
+        id="rollout.cancel",
+    ),
+    Binding(
+        "x",
+        "untrack",
+        "Untrack",
+        tooltip="Stop tracking locally; nothing is sent to the server",
+        id="rollout.untrack",
+    ),
+    Binding(
+        "space",
+        "mark",
+        "Mark",
+        tooltip="Mark or unmark the selected rollout",
+        show=False,
+        id="rollout.mark",
+    ),
+    Binding(
+        "C",
+        "cancel_marked",
+        "Cancel marked",
+        tooltip="Cancel marked rollouts (or all shown) on the server",
+        show=False,
+        id="marked.cancel",
+    ),
+    Binding("n", "new_rollout", "New", tooltip="Submit a new rollout by hand", id="rollout.new"),
+    Binding(
+        "r",
+        "rerun",
+        "Re-run",
+        tooltip="Run the selected finished rollout again, with a new id",
+        id="rollout.rerun",
+    ),
+    Binding(
+        "slash",
+        "filter",
+        "Filter",
+        tooltip="Filter by text: id, row, status, error, label",
+        id="filter.text",
+    ),
+    Binding(
+        "1",
+        "status_filter('queued')",
+        "Queued",
+        tooltip="Show or hide queued",
+        show=False,
+        id="filter.queued",
+    ),
+    Binding(
+        "2",
+        "status_filter('running')",
+        "Running",
+        tooltip="Show or hide running",
+        show=False,
+        id="filter.running",
+    ),
+    Binding(
+        "3",
+        "status_filter('grading')",
+        "Grading",
+        tooltip="Show or hide grading",
+        show=False,
+        id="filter.grading",
+    ),
+    Binding(
+        "4",
+        "status_filter('success')",
+        "Success",
+        tooltip="Show or hide success",
+        show=False,
+        id="filter.success",
+    ),
+    Binding(
+        "5",
+        "status_filter('failure')",
+        "Failure",
+        tooltip="Show or hide failure",
+        show=False,
+        id="filter.failure",
+    ),
+    Binding(
+        "6",
+        "status_filter('cancelled')",
+        "Cancelled",
+        tooltip="Show or hide cancelled",
+        show=False,
+        id="filter.cancelled",
+    ),
+    Binding(
+        "0", "clear_filters", "All", tooltip="Clear every filter", show=False, id="filter.clear"
+    ),
+    Binding(
+        "exclamation_mark",
+        "stuck_only",
+        "Stuck",
+        tooltip="Show only stuck rollouts",
+        show=False,
+        id="filter.stuck",
+    ),
+    Binding("s", "sort", "Sort", tooltip="Cycle the sort order", id="sort.next"),
+    Binding(
+        "p",
+        "pause",
+        "Pause",
+        tooltip="Pause or resume repainting (a replay: the playback)",
+        id="pause.toggle",
+    ),
+    Binding(
+        "full_stop",
+        "step",
+        "Step",
+        tooltip="Replay: play one more event while paused",
+        id="replay.step",
+    ),
+    Binding("plus", "speed(2.0)", "Faster", tooltip="Replay: play twice as fast", id="speed.up"),
+    Binding("minus", "speed(0.5)", "Slower", tooltip="Replay: play half as fast", id="speed.down"),
+    Binding(
+        "e",
+        "export",
+        "Export",
+        tooltip="Write the shown rows to JSONL and CSV",
+        show=False,
+        id="export.shown",
+    ),
+    Binding("l", "event_log", "Log", tooltip="Show or hide the event log", id="log.toggle"),
+    Binding(
+        "question_mark,f1",
+        "help",
+        "Help",
+        tooltip="All keys and the phase track legend",
+        id="help.open",
+    ),
+    Binding(
+        "q",
+        "quit_dashboard",
+        "Quit",
+        tooltip="Quit (asks what to do with rollouts in flight)",
+        id="quit.request",
+    ),
+]
+
+
+def action_state(action: str, source: DashboardSource, record: RolloutRecord | None) -> bool | None:
+    """What `App.check_action` answers for `action` with `record` selected: None greys a
+    binding out (it makes no sense for the selected row); False hides it (it makes no sense
+    for this source: steering a replay, playback keys on a live run)."""
+    if action in LIVE_ACTIONS and source.read_only:
+        return False
+    if action in REPLAY_ACTIONS:
+        return isinstance(source, ReplaySource)
+    if action == "cancel_server":
+        return (record is not None and record.in_flight and record.client is not None) or None
+    if action == "untrack":
+        return (record is not None and record.in_flight) or None
+    if action == "rerun":
+        return (
+            source.can_send
+            and record is not None
+            and record.finished
+            and record.options is not None
+        ) or None
+    if action == "new_rollout":
+        return source.can_send or None
+    return True
+
+
+def applicable(app: App[Any]) -> list[Binding]:
+    """The dashboard's bindings that apply to the app's source (greyed-out ones included)."""
+    return [b for b in DASHBOARD_BINDINGS if isinstance(b, Binding) and _state(app, b) is not False]
+
+
+def keys_shown(app: App[Any], binding: Binding) -> str:
+    """A binding's keys as the footer would show them: "?, f1"."""
+    return ", ".join(
+        app.get_key_display(Binding(key.strip(), binding.action)) for key in binding.key.split(",")
+    )
+
+
+def help_lines(app: App[Any]) -> list[tuple[str, str]]:
+    """(keys, what they do) for the help screen: each applicable binding, the six status
+    toggles as one line where the first of them stands, then the cursor keys."""
+    bindings = applicable(app)
+    toggles = [b for b in bindings if parse_action(b.action)[1] == "status_filter"]
+    shown: list[tuple[str, str]] = []
+    for binding in bindings:
+        if binding not in toggles:
+            shown.append((keys_shown(app, binding), binding.tooltip or binding.description))
+        elif binding is toggles[0]:
+            statuses = (f"{b.key} {parse_action(b.action)[2][0]}" for b in toggles)
+            keys = f"{toggles[0].key} … {toggles[-1].key}"
+            shown.append((keys, "Show or hide a status: " + ", ".join(statuses)))
+    shown += [
+        ("↑ ↓ pgup pgdn home end", "Move the cursor (also j, k, g, G, or a click)"),
+        ("^p", "Command palette: every action by name"),
+    ]
+    return shown
+
+
+def palette_commands(app: App[Any]) -> Iterator[SystemCommand]:
+    """The command palette's entries: each binding that can be used right now."""
+    for binding in applicable(app):
+        if _state(app, binding) is not True:
+            continue  # greyed out for the selected row: leave it out of the palette
+        action = binding.action
+        yield SystemCommand(
+            binding.description,
+            f"{binding.tooltip} ({keys_shown(app, binding)})",
+            lambda action=action: app.run_action(action),
+        )
+
+
+def _state(app: App[Any], binding: Binding) -> bool | None:
+    _namespace, name, parameters = parse_action(binding.action)
+    return app.check_action(name, parameters)
