@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Input
 
 from core.board import RolloutRecord
 from core.eval.export import write_export
@@ -30,8 +30,9 @@ from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.rollout_table import RolloutTable
+from tui.widgets.status_line import StatusLine
 from tui.widgets.summary import RunHeader, SummaryStrip
-from tui.widgets.table_view import SORTS, TableView, next_sort, toggle_status
+from tui.widgets.table_view import TableView, next_sort, toggle_status
 
 Clock = Callable[[], float]
 
@@ -51,7 +52,7 @@ class DashboardApp(App[None]):
     filter_bar: Input
     event_log: EventLog
     details: DetailsPane
-    status_line: Static
+    status_line: StatusLine
     BINDINGS = DASHBOARD_BINDINGS
 
     # -- view state: the table's filters and sort ---------------------------------------------
@@ -113,7 +114,7 @@ class DashboardApp(App[None]):
         )
         self.event_log = EventLog(id="event-log")
         self.details = DetailsPane(id="details")
-        self.status_line = Static(id="status-line")
+        self.status_line = StatusLine(id="status-line")
         yield self.header
         yield self.summary
         with Horizontal(id="main"):
@@ -203,20 +204,14 @@ class DashboardApp(App[None]):
         elapsed = now - self.board.started_at
         self.header.show(self.source.title, self.source.subtitle, self.source.servers(), elapsed)
         self.summary.show(self.board, self.board.counts(now), self.source.progress(), elapsed)
-        table, view = self.table, self.table_view
-        filters = view.filters()
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"{len(table.order)} of {len(self.board)} shown", "bold")
-        if filters:
-            line.append("  filter: " + ", ".join(filters))
-        line.append(f"  sort: {SORTS[view.sort]}")
-        if table.marks:
-            line.append(f"  {len(table.marks)} marked", "yellow")
-        if self.paused:
-            line.append("  PAUSED (p resumes)", "bold yellow")
-        if self.source.read_only:
-            line.append("  replay (read-only)", "cyan")
-        self.status_line.update(line)
+        self.status_line.show(
+            self.table_view,
+            shown=len(self.table.order),
+            total=len(self.board),
+            marked=len(self.table.marks),
+            paused=self.paused,
+            read_only=self.source.read_only,
+        )
 
     def _log_new_problems(self, changed: Iterable[str]) -> None:
         for rollout_id in changed:

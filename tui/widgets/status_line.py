@@ -1,0 +1,45 @@
+"""The line under the table: how many rollouts show, the filters and sort, marks, pause."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tui.widgets.table_view import SORTS, TableView
+
+
+class StatusLine(Static):
+    """What the table shows and how, in one line (cut with an ellipsis, never wrapped)."""
+
+    DEFAULT_CSS = """
+    StatusLine {
+        height: 1;
+        padding: 0 1;
+        color: $text-muted;
+        background: $panel;
+    }
+    """
+
+    def show(
+        self,
+        view: TableView,
+        *,
+        shown: int,
+        total: int,
+        marked: int,
+        paused: bool,
+        read_only: bool,
+    ) -> None:
+        filters = view.filters()
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"{shown} of {total} shown", "bold")
+        if filters:
+            line.append("  filter: " + ", ".join(filters))
+        line.append(f"  sort: {SORTS[view.sort]}")
+        if marked:
+            line.append(f"  {marked} marked", "yellow")
+        if paused:
+            line.append("  PAUSED (p resumes)", "bold yellow")
+        if read_only:
+            line.append("  replay (read-only)", "cyan")
+        self.update(line)
