@@ -4,6 +4,9 @@ The app reads the board's change batches on a timer (never per event, never over
 repaints only what changed. Actions go back through the source: cancel on the server, stop
 tracking locally, submit, re-run. Errors become toasts, row flags and event-log lines; they
 never end the app.
+
+The keys and when each applies are in bindings.py; the keys that take more than one step
+(cancel, submit, quit) hand over to their flow in flows/.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Literal
 
 from rich.text import Text
 from textual import on, work
@@ -23,8 +27,11 @@ from textual.widgets import Footer, Input
 from core.board import RolloutRecord
 from core.eval.export import write_export
 from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
-from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen, QuitScreen
-from tui.sources.base import DashboardSource, NewRollout
+from tui.flows.cancel import CancelFlow
+from tui.flows.quit import QuitFlow
+from tui.flows.submit import SubmitFlow
+from tui.screens.dialogs import HelpScreen
+from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
@@ -92,11 +99,13 @@ class DashboardApp(App[None]):
         self.export_dir = export_dir or Path.cwd()
         self.start_work = start_work
         self.paused = False
-        self.quitting = False
+        #: "idle" when the app does not drive the source (start_work=False), else "running"
+        #: until the source's run returns or fails, then "ended".
+        self.run_state: Literal["idle", "running", "ended"] = "idle"
+        self.cancel_flow = CancelFlow(self)
+        self.submit_flow = SubmitFlow(self)
+        self.quit_flow = QuitFlow(self)
         self._shown_details: str | None = None
-        # "idle" when the app does not drive the source (start_work=False), else "running"
-        # until the source's run returns or fails, then "ended".
-        self._source_state = "idle"
         self._could_send = False
         self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
@@ -143,15 +152,15 @@ class DashboardApp(App[None]):
 
     @work(exit_on_error=False, group="source")
     async def run_source(self) -> None:
-        self._source_state = "running"
+        self.run_state = "running"
         try:
             await self.source.run()
         except Exception as exc:  # the run failed as a whole: say so, keep the dashboard
             self.report(f"the run stopped: {exc}", severity="error")
         finally:
-            self._source_state = "ended"
+            self.run_state = "ended"
         self.repaint()
-        if self.quitting:
+        if self.quit_flow.quitting:
             self.exit()
         else:
             self.report("the run has ended; q quits", severity="information")
@@ -261,51 +270,11 @@ class DashboardApp(App[None]):
 
     def action_cancel_server(self) -> None:
         record = self.selected()
-        if record is None or not record.in_flight:
-            return
-        question = Text.assemble(
-            "Cancel rollout ",
-            (record.rollout_id, "bold"),
-            f" (row {record.row_index}) on ",
-            (record.server or "its server", "bold"),
-            "?\n\nThe server stops its work; the row ends as cancelled.",
-        )
-        self._confirm_then_cancel(question, [record.rollout_id])
+        if record is not None:
+            self.cancel_flow.ask_one(record)
 
     def action_cancel_marked(self) -> None:
-        table = self.table
-        ids = [
-            rid
-            for rid in (table.marks or table.order)
-            if (r := self.board.records.get(rid)) and r.in_flight
-        ]
-        if not ids:
-            self.report("nothing in flight to cancel", severity="warning")
-            return
-        scope = "marked" if table.marks else "shown"
-        question = Text(f"Cancel {len(ids)} {scope} rollouts on their servers?")
-        self._confirm_then_cancel(question, ids)
-
-    def _confirm_then_cancel(self, question: Text, ids: list[str]) -> None:
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._cancel(ids)
-
-        self.push_screen(ConfirmScreen(question), answered)
-
-    @work(exit_on_error=False, group="cancel")
-    async def _cancel(self, ids: list[str]) -> None:
-        self.table.clear_marks(ids)
-        answers = await self.board.cancel_on_server(ids)
-        failed = {rid: answer for rid, answer in answers.items() if answer.startswith("error")}
-        for rollout_id, answer in failed.items():
-            self.report(f"cancel {rollout_id[:10]} failed: {answer}", severity="error")
-        done = len(answers) - len(failed)
-        if done:
-            summary = ", ".join(f"{rid[:10]}: {answers[rid]}" for rid in list(answers)[:3])
-            more = f" and {done - 3} more" if done > 3 else ""
-            self.report(f"cancel requested for {done}: {summary}{more}")
-        self.repaint()
+        self.cancel_flow.ask_marked()
 
     def action_untrack(self) -> None:
         record = self.selected()
@@ -323,32 +292,12 @@ class DashboardApp(App[None]):
         self.update_summary()
 
     def action_new_rollout(self) -> None:
-        self.push_screen(NewRolloutScreen(), self._submit)
-
-    def _submit(self, rollout: NewRollout | None) -> None:
-        if rollout is not None:
-            self._send(rollout)
-
-    @work(exit_on_error=False, group="submit")
-    async def _send(self, rollout: NewRollout | None, rerun_of: str | None = None) -> None:
-        try:
-            if rerun_of is not None:
-                new_id = await self.source.rerun(rerun_of)
-                self.report(f"re-running {rerun_of[:10]} as {new_id[:10]}")
-            else:
-                assert rollout is not None
-                new_id = await self.source.submit(rollout)
-                self.report(f"submitted {new_id[:10]}")
-        except Exception as exc:
-            self.report(f"could not submit: {exc}", severity="error")
-            return
-        self.repaint()
-        self.table.move_cursor_to(new_id)
+        self.submit_flow.ask_new()
 
     def action_rerun(self) -> None:
         record = self.selected()
-        if record is not None and record.finished:
-            self._send(None, rerun_of=record.rollout_id)
+        if record is not None:
+            self.submit_flow.rerun(record)
 
     def action_filter(self) -> None:
         bar = self.filter_bar
@@ -423,44 +372,7 @@ class DashboardApp(App[None]):
         self.report(f"exported {rows} rows to {base}.jsonl and .csv")
 
     def action_quit_dashboard(self) -> None:
-        # A second q while winding down leaves at once, like a second Ctrl-C: everything
-        # finished is already journaled.
-        if self.source.read_only or self.source.finished or self.quitting:
-            self.exit()
-            return
-        if self._source_state == "ended":  # the run stopped on an error: nothing to wind down
-            self.exit()
-            return
-        in_flight = sum(1 for record in self.board if record.in_flight)
-        if in_flight == 0:
-            self._stop(cancel=False)
-            return
-        self.push_screen(QuitScreen(in_flight), self._quit_choice)
-
-    def _quit_choice(self, choice: str | None) -> None:
-        if choice in ("cancel", "leave"):
-            self._stop(cancel=choice == "cancel")
-
-    def _stop(self, *, cancel: bool) -> None:
-        """Interrupt the run; the app exits once the run has wound down (see `run_source`)."""
-        self.quitting = True  # before any await: the run may end while the interrupt starts
-        self.report(
-            "cancelling in-flight rollouts, then quitting… (q again quits at once)"
-            if cancel
-            else "quitting… (q again quits at once)"
-        )
-        self._interrupt(cancel)
-
-    @work(exit_on_error=False, group="quit")
-    async def _interrupt(self, cancel: bool) -> None:
-        try:
-            await self.source.interrupt(cancel_in_flight=cancel)
-        except Exception as exc:
-            self.report(f"could not stop the run cleanly: {exc}", severity="error")
-            self.exit()
-            return
-        if self._source_state != "running":
-            self.exit()
+        self.quit_flow.request()
 
     # -- command palette ---------------------------------------------------------------------
 

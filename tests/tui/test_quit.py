@@ -53,7 +53,7 @@ async def test_quit_then_back_changes_nothing(live_eval: LiveFactory) -> None:
             await pilot.press("b")
             assert not isinstance(app.screen, QuitScreen)
             await pilot.pause(0.3)
-            assert app.return_code is None and not app.quitting
+            assert app.return_code is None and not app.quit_flow.quitting
             (rollout_id,) = running_ids(app.board)
             assert live.entries[rollout_id].disposition is None
             runner = live.source.session.runner

@@ -1,0 +1,67 @@
+"""Leaving the dashboard (DESIGN.md §2): with rollouts in flight, one question first.
+
+`q` leaves at once when there is nothing to wind down: a replay, or a run that is over. With
+rollouts in flight the quit screen asks whether to cancel them on their servers or leave
+them to their leases (or go back); either way the run is interrupted, and the app exits
+once the run has wound down (`DashboardApp.run_source`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tui.screens.dialogs import QuitScreen
+
+if TYPE_CHECKING:
+    from tui.app import DashboardApp
+
+
+class QuitFlow:
+    """The way out of one dashboard app."""
+
+    def __init__(self, app: DashboardApp) -> None:
+        self.app = app
+        #: Quitting has begun: the app exits as soon as the run has wound down.
+        self.quitting = False
+
+    def request(self) -> None:
+        """`q`: leave now, after winding the run down, or after asking how to."""
+        app, source = self.app, self.app.source
+        # A second q while winding down leaves at once, like a second Ctrl-C: everything
+        # finished is already journaled.
+        if source.read_only or source.finished or self.quitting:
+            app.exit()
+            return
+        if app.run_state == "ended":  # the run stopped on an error: nothing to wind down
+            app.exit()
+            return
+        in_flight = sum(1 for record in app.board if record.in_flight)
+        if in_flight == 0:
+            self._stop(cancel=False)
+            return
+        app.push_screen(QuitScreen(in_flight), self._chosen)
+
+    def _chosen(self, choice: str | None) -> None:
+        if choice in ("cancel", "leave"):
+            self._stop(cancel=choice == "cancel")
+
+    def _stop(self, *, cancel: bool) -> None:
+        """Interrupt the run; the app exits once the run has wound down."""
+        self.quitting = True  # before any await: the run may end while the interrupt starts
+        self.app.report(
+            "cancelling in-flight rollouts, then quitting… (q again quits at once)"
+            if cancel
+            else "quitting… (q again quits at once)"
+        )
+        self.app.run_worker(self._interrupt(cancel), group="quit", exit_on_error=False)
+
+    async def _interrupt(self, cancel: bool) -> None:
+        app = self.app
+        try:
+            await app.source.interrupt(cancel_in_flight=cancel)
+        except Exception as exc:
+            app.report(f"could not stop the run cleanly: {exc}", severity="error")
+            app.exit()
+            return
+        if app.run_state != "running":
+            app.exit()
