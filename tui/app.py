@@ -62,8 +62,8 @@ class DashboardApp(App[None]):
     status_line: StatusLine
     BINDINGS = DASHBOARD_BINDINGS
 
-    # -- view state: the table's filters and sort ---------------------------------------------
-    # Set by the keys and the filter bar; each change re-selects the table's rows.
+    # -- view state: the table's filters and sort, and the pause -------------------------------
+    # Set by the keys and the filter bar; the watchers redraw what depends on them.
 
     #: Text the shown rollouts hold (id, row, status, error or label); "" shows all.
     filter_text: var[str] = var("", init=False)
@@ -84,6 +84,14 @@ class DashboardApp(App[None]):
 
     watch_filter_text = watch_filter_statuses = watch_stuck_only = watch_sort = _show_view
 
+    #: Repainting stops (a live run: the board goes on; a replay pauses its playback instead).
+    paused: var[bool] = var(False, init=False)
+
+    def watch_paused(self, paused: bool) -> None:
+        if not paused:
+            self.repaint()  # catch up at once
+        self.update_summary()
+
     def __init__(
         self,
         source: DashboardSource,
@@ -98,7 +106,6 @@ class DashboardApp(App[None]):
         self.clock = clock
         self.export_dir = export_dir or Path.cwd()
         self.start_work = start_work
-        self.paused = False
         #: "idle" when the app does not drive the source (start_work=False), else "running"
         #: until the source's run returns or fails, then "ended".
         self.run_state: Literal["idle", "running", "ended"] = "idle"
@@ -352,9 +359,6 @@ class DashboardApp(App[None]):
             self.update_summary()
             return
         self.paused = not self.paused
-        if not self.paused:
-            self.repaint()
-        self.update_summary()
 
     def action_event_log(self) -> None:
         self.event_log.toggle_class("-open")
