@@ -11,7 +11,7 @@ WHEEL_VENV := build/wheel-venv
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[test,litellm]'
 	touch $(STAMP)
 
 run: $(STAMP)
