@@ -160,6 +160,10 @@ def main() -> None:
     report["floor"] = floor(py, 5000)
     report["startup"] = cli_startup()
     from bench.dashboard import dashboard_benchmark
+    from bench.gateway import measure as gateway_benchmark
+
+    print("gateway: added latency and CPU per model call ...", flush=True)
+    report["gateway"] = gateway_benchmark(2000, repeats=3)
 
     print("dashboard: 10,000 rollouts, 500 changes/s ...", flush=True)
     report["dashboard"] = dashboard_benchmark()
@@ -211,6 +215,9 @@ def format_report(report: dict[str, Any]) -> str:
         f"p99 {d['key_p99_ms']:.0f} ms, RSS {d['rss_mb']:.0f} MB, "
         f"first frame {d['first_frame_ms']:.0f} ms"
     )
+    from bench.gateway import format_rows
+
+    lines.append(format_rows(report["gateway"]))
     return "\n".join(lines)
 
 
