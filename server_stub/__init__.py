@@ -27,8 +27,8 @@ if TYPE_CHECKING:
         ExecutionOutcome,
         ExecutionRequest,
         ExecutionResult,
-        LocalBackend,
     )
+    from server_stub.local_backend import LocalBackend
     from server_stub.workflow import (
         AgentWorkflow,
         AgentWorkflowConfig,
@@ -45,7 +45,13 @@ if TYPE_CHECKING:
     )
 
 # Where the public names live, lightest first (see core/__init__.py).
-_HOMES = ("core.types", "server_stub.workflow", "server_stub.backend", "server_stub.app")
+_HOMES = (
+    "core.types",
+    "server_stub.workflow",
+    "server_stub.backend",
+    "server_stub.local_backend",
+    "server_stub.app",
+)
 
 __all__ = [
     "AgentWorkflow",

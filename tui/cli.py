@@ -101,7 +101,7 @@ def _add_serve(commands: Any) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from server_stub.backend import resolve_object
+    from server_stub.local_backend import resolve_object
     from server_stub.serving import run
     from server_stub.standalone import ServeOptions, serve
 

@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from server_stub.app import create_rollout_server
-from server_stub.backend import LocalBackend
 from server_stub.demo import (
     ExactMatchGrader,
     MultiplyWorkflow,
@@ -22,6 +21,7 @@ from server_stub.demo import (
     write_demo_dataset,
 )
 from server_stub.llm import create_chat_app
+from server_stub.local_backend import LocalBackend
 from server_stub.serving import serve_in_loop
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
 

@@ -27,7 +27,8 @@ from server_stub import (
     SampleSource,
     get_rollout_context,
 )
-from server_stub.backend import classify_error, resolve_object
+from server_stub.backend import classify_error
+from server_stub.local_backend import resolve_object
 from server_stub.workflow import AgentWorkflowContext, RolloutProgress
 from tests.server.plugins import Echo, ExactMatch
 
