@@ -10,7 +10,9 @@ import pytest
 from core.eval.gateway import ModelGateway
 from core.eval.model_calls import ModelCall
 from core.eval.upstreams import OpenAICompatibleUpstream
-from server_stub.llm import BEHAVIOUR_HEADER, FixedLatency, StubChatSettings, create_chat_app
+from server_stub.llm import create_chat_app
+from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
+from server_stub.llm_latency import FixedLatency
 from tests.conftest import Serve
 from tests.gateway.conftest import UPSTREAM_KEY
 from tests.gateway.fake_upstream import Answer, FakeUpstream, Seen, completion, error
