@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from core.eval.results.transitions import TransitionLog, read_transitions
 from tests.eval_results.helpers import file_mode
+from tests.polling import eventually_sync
 
 
 def test_transition_records_and_their_shapes(tmp_path: Path) -> None:
@@ -55,10 +55,12 @@ def test_transitions_reach_the_file_without_close(tmp_path: Path) -> None:
     log = TransitionLog(path, flush_interval_s=0.05)
     try:
         log.record("r", 0, 0, "running", log.elapsed())
-        deadline = time.monotonic() + 2
-        while b'"running"' not in path.read_bytes():
-            assert time.monotonic() < deadline, "not flushed by the timer"
-            time.sleep(0.01)
+        eventually_sync(
+            lambda: b'"running"' in path.read_bytes(),
+            "the flush timer to write the record",
+            timeout=2,
+            interval=0.01,
+        )
     finally:
         log.close()
 

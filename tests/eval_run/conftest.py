@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -105,17 +104,6 @@ def start_eval(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Runn
             osmosis("eval", *args), cwd=cwd, env=env or child_env(), stdout=out, stderr=err
         )
     return RunningEval(process, stdout, stderr)
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

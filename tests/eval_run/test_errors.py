@@ -18,9 +18,9 @@ from tests.eval_run.conftest import (
     run_folder,
     served_demo,
     start_eval,
-    wait_until,
     write_jsonl,
 )
+from tests.polling import eventually_sync
 
 EXPERIMENT = """\
 [experiment]
@@ -167,7 +167,7 @@ def test_server_dying_mid_run_keeps_results_and_a_resume_completes(tmp_path: Pat
     with served_demo() as server:
         args = ("--dataset-file", str(dataset), "--name", "dies", "--max-in-flight", "2")
         running = start_eval("--server", server.url, *args, cwd=tmp_path)
-        wait_until(lambda: len(read_jsonl(folder / "events.jsonl")) >= 4, "4 finished items")
+        eventually_sync(lambda: len(read_jsonl(folder / "events.jsonl")) >= 4, "4 finished items")
         server.kill()
         stdout, stderr = running.finish()
     assert running.returncode == 1, stderr

@@ -15,9 +15,9 @@ from tests.eval_run.conftest import (
     run_folder,
     served_demo,
     start_eval,
-    wait_until,
     write_jsonl,
 )
+from tests.polling import eventually_sync
 
 FAST_ROWS = 4
 SLOW_ROWS = 4
@@ -46,7 +46,7 @@ def start_and_wait_for_slow_rows(
         return running if len(running) == 2 else set()
 
     try:
-        running = wait_until(slow_ones_running, "two slow rows running")
+        running = eventually_sync(slow_ones_running, "two slow rows running")
     except BaseException:
         running_eval.send_signal(signal.SIGKILL)
         running_eval.finish()
@@ -128,7 +128,7 @@ def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
         server.process.send_signal(signal.SIGSTOP)
         try:
             run.send_signal(signal.SIGINT)
-            wait_until(lambda: "interrupted:" in run.stderr(), "the first interrupt")
+            eventually_sync(lambda: "interrupted:" in run.stderr(), "the first interrupt")
             run.send_signal(signal.SIGINT)
             _, stderr = run.finish()
         finally:

@@ -14,9 +14,9 @@ from tests.eval_run.conftest import (
     run_eval,
     run_folder,
     start_eval,
-    wait_until,
     write_jsonl,
 )
+from tests.polling import eventually_sync
 
 
 def test_sigkill_then_resume_runs_only_the_pending_items(
@@ -31,7 +31,7 @@ def test_sigkill_then_resume_runs_only_the_pending_items(
 
     first = start_eval(*args, "--max-in-flight", "2", cwd=tmp_path)
     try:
-        wait_until(lambda: len(read_jsonl(events_path)) >= 6, "6 finished items")
+        eventually_sync(lambda: len(read_jsonl(events_path)) >= 6, "6 finished items")
     finally:
         first.send_signal(signal.SIGKILL)
         first.finish()

@@ -17,9 +17,9 @@ from tests.eval_run.conftest import (
     run_eval,
     run_folder,
     start_eval,
-    wait_until,
     write_jsonl,
 )
+from tests.polling import eventually_sync
 
 
 def server_pids(logs: str) -> list[int]:
@@ -92,7 +92,9 @@ def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> N
     )
     run = start_eval("configs/eval.toml", "--name", "early", cwd=workspace)
     logs = run_folder(workspace, "early") / "logs.txt"
-    pids = wait_until(lambda: logs.exists() and server_pids(logs.read_text()), "the server pid")
+    pids = eventually_sync(
+        lambda: server_pids(logs.read_text()) if logs.exists() else [], "the server pid"
+    )
     try:
         run.send_signal(signal.SIGINT)
         stdout, stderr = run.finish()
@@ -117,18 +119,18 @@ def test_second_ctrl_c_does_not_leave_the_workspace_server_running(workspace: Pa
             return []
         return server_pids((folder / "logs.txt").read_text())
 
-    pids = wait_until(server_running_a_row, "a row running on the workspace server")
+    pids = eventually_sync(server_running_a_row, "a row running on the workspace server")
     try:
         # Frozen, the server answers no cancel: the first interrupt is still waiting when
         # the second comes, and SIGKILL is the only way to stop it.
         os.kill(pids[0], signal.SIGSTOP)
         run.send_signal(signal.SIGINT)
-        wait_until(lambda: "interrupted:" in run.stderr(), "the first interrupt")
+        eventually_sync(lambda: "interrupted:" in run.stderr(), "the first interrupt")
         run.send_signal(signal.SIGINT)
         _, stderr = run.finish()
         assert run.returncode == 1, stderr
         assert "second interrupt: exiting now" in stderr
-        wait_until(lambda: not alive(pids[0]), "the workspace server to be gone")
+        eventually_sync(lambda: not alive(pids[0]), "the workspace server to be gone")
     finally:
         if alive(pids[0]):
             os.kill(pids[0], signal.SIGKILL)

@@ -13,13 +13,11 @@ import contextlib
 import os
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 # The session-scoped `serve --demo` of the eval tests, shared rather than started again.
 from core.eval import EvalRequest, EvalSession, EvalSummary, prepare
@@ -283,18 +281,3 @@ def fill(folder: Path) -> Path:
     finally:
         os.close(fd)
     return filler
-
-
-Condition = Callable[[], Any]
-
-
-async def eventually(condition: Condition, what: str, timeout: float = 30.0) -> Any:
-    """Poll `condition` on the event loop until truthy; fail after `timeout` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        await asyncio.sleep(0.02)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.conftest import ServedDemo, run_eval, start_eval, wait_until
+from tests.eval_run.conftest import ServedDemo, run_eval, start_eval
+from tests.polling import eventually_sync
 from tests.reliability.conftest import (
     fill,
     multiply_rows,
@@ -80,7 +81,7 @@ def start_and_wait(
     )
     folder = output / name
     run = start_eval(*args, cwd=tmp_path)
-    wait_until(lambda: len(read_jsonl(folder / "events.jsonl")) >= 3, "3 finished items")
+    eventually_sync(lambda: len(read_jsonl(folder / "events.jsonl")) >= 3, "3 finished items")
     return args, folder, run
 
 

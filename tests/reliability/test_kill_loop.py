@@ -16,13 +16,20 @@ import random
 import signal
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
-from tests.eval_run.conftest import ServedDemo, run_eval, start_eval, wait_until
+from tests.eval_run.conftest import ServedDemo, run_eval, start_eval
+from tests.polling import eventually_sync
 from tests.reliability.conftest import FULL, multiply_rows, scaled, write_jsonl
 
 KILLS = scaled(5, 25)
 ROWS = 700 if FULL else 40  # at full size, every kill lands mid-run
+
+
+def grew_past(path: Path, size: int) -> bool:
+    """Whether `path` exists and holds more than `size` bytes."""
+    return path.exists() and path.stat().st_size > size
 
 
 def journal_lines(path: Path) -> list[dict[str, object]]:
@@ -61,9 +68,7 @@ def test_sigkill_at_random_moments_never_tears_or_duplicates_and_resume_complete
         run = start_eval(*args, "--max-in-flight", "4", cwd=tmp_path)
         # The random moment counts from when the run has started (its first log line), not
         # from the process start, so a slow, loaded machine still kills it mid-run.
-        wait_until(
-            lambda before=logged: log.exists() and log.stat().st_size > before, "the run to start"
-        )
+        eventually_sync(partial(grew_past, log, logged), "the run to start")
         time.sleep(delay)
         run.send_signal(signal.SIGKILL)
         run.finish()

@@ -30,11 +30,11 @@ from server_stub import (
     LocalBackend,
     create_rollout_server,
 )
-from tests.eval_run.conftest import start_eval, start_served_demo, wait_until
+from tests.eval_run.conftest import start_eval, start_served_demo
+from tests.polling import eventually, eventually_sync
 from tests.reliability.conftest import (
     chat_endpoint,
     demo_app,
-    eventually,
     multiply_rows,
     proxy_to,
     read_jsonl,
@@ -130,7 +130,7 @@ def test_a_server_restarted_on_its_port_mid_run_is_noticed_and_the_run_completes
             *("--max-in-flight", "4"),
             cwd=tmp_path,
         )
-        wait_until(lambda: len(read_jsonl(folder / "events.jsonl")) >= 4, "4 finished items")
+        eventually_sync(lambda: len(read_jsonl(folder / "events.jsonl")) >= 4, "4 finished items")
         server.kill()  # SIGKILL: the rollouts in flight there die with it
         restarted = start_served_demo("--port", str(port))
         stdout, stderr = run.finish()
@@ -227,7 +227,9 @@ async def test_an_eval_whose_only_server_stays_down_stops_after_the_grace(
     ):
 
         async def crash_after_two() -> None:
-            await eventually(lambda: len(read_jsonl(events_path)) >= 2, "2 finished items")
+            await eventually(
+                lambda: len(read_jsonl(events_path)) >= 2, "2 finished items", timeout=30
+            )
             await proxy.close()  # as a crash looks from outside: connections cut, then refused
 
         crash = asyncio.ensure_future(crash_after_two())
@@ -316,7 +318,9 @@ async def test_a_restart_seen_first_by_the_health_watcher_still_requeues_the_los
     ):
 
         async def restart_after_four() -> None:
-            await eventually(lambda: len(read_jsonl(events_path)) >= 4, "4 finished items")
+            await eventually(
+                lambda: len(read_jsonl(events_path)) >= 4, "4 finished items", timeout=30
+            )
             proxy.target_port = int(new.rsplit(":", 1)[1])  # the same address, a new process
             proxy.cut()
 

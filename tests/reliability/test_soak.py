@@ -29,10 +29,10 @@ from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.llm_latency import UniformLatency
 from server_stub.serving import serve_in_loop
+from tests.polling import eventually
 from tests.reliability.conftest import (
     FULL,
     demo_app,
-    eventually,
     multiply_rows,
     read_jsonl,
     rollout_server,
@@ -81,7 +81,7 @@ async def settle(registry: Any) -> tuple[int, int, int]:
     The demo workflow's shared chat client keeps up to 64 idle connections to the chat
     endpoint (closed lazily, on its next use); it is closed here, and made again on demand.
     """
-    await eventually(lambda: not registry.entries, "retention to empty the registry", 30)
+    await eventually(lambda: not registry.entries, "retention to empty the registry", timeout=30)
     assert registry.active == 0
     await aclose_chat_client()
     await asyncio.sleep(0.5)

@@ -51,6 +51,7 @@ from server_stub.llm_answers import solve_arithmetic
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.llm_latency import FixedLatency
 from server_stub.serving import serve_in_loop
+from tests.polling import eventually
 
 LLM_KEY = "sk-demo-test-key"
 TERMINAL = {"success", "failure", "cancelled"}
@@ -190,10 +191,9 @@ async def test_row_timeout_is_a_timeout_failure(servers: Servers) -> None:
     assert "0.3s" in result["err_message"]
     # The abandoned chat call ends on the stub's side too instead of lingering for 5 s.
     stats = servers.chat_app.state.stats
-    for _ in range(100):
-        if stats.disconnects:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(
+        lambda: stats.disconnects, "the stub to see the disconnect", timeout=1.0, interval=0.01
+    )
     assert stats.disconnects == 1
     assert stats.completions == 0
 

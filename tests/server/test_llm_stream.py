@@ -6,7 +6,6 @@ venv has the `openai` SDK, a last test lets the real client parse it too.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from server_stub.llm import create_chat_app
 from server_stub.llm_answers import FALLBACK_REPLY, STREAM_PIECES, count_tokens, stream_pieces
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
 from server_stub.serving import serve_in_loop
+from tests.polling import eventually
 from tests.server.chat import (
     AUTH,
     KEY,
@@ -211,10 +211,12 @@ async def test_a_hung_stream_lasts_until_the_client_gives_up(chat_app: Starlette
                     client, url, ask("1+1"), headers={BEHAVIOUR_HEADER: "hang"}, timeout=0.3
                 )
         # The server notices the disconnect, so shutting down does not wait for the hang.
-        for _ in range(100):
-            if chat_app.state.stats.in_flight == 0:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: chat_app.state.stats.in_flight == 0,
+            "the stub to drop the hung call",
+            timeout=1.0,
+            interval=0.01,
+        )
         assert chat_app.state.stats.disconnects == 1
         assert chat_app.state.stats.completions == 0
     assert time.monotonic() - started < 3.0
