@@ -9,13 +9,10 @@ from pathlib import Path
 import pytest
 
 from server_stub.demo import DEMO_DESIGN, write_demo_dataset
-from tests.eval_run.conftest import (
-    FULL_DEMO_TIMEOUT_SEC,
-    RunningEval,
-    read_jsonl,
-    run_eval,
-    run_folder,
-)
+from tests.eval_run.command import RunningEval, run_eval
+from tests.eval_run.files import read_jsonl, run_folder
+
+FULL_DEMO_TIMEOUT_SEC = 400.0
 
 
 def test_full_demo_headless(full_demo_run: tuple[RunningEval, Path]) -> None:

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.conftest import (
-    ServedDemo,
-    multiply_rows,
-    read_jsonl,
-    run_eval,
-    run_folder,
-    served_demo,
-    start_eval,
-    write_jsonl,
-)
+from tests.eval_run.command import run_eval, start_eval
+from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.servers import ServedDemo, served_demo
 from tests.polling import eventually_sync
 
 EXPERIMENT = """\

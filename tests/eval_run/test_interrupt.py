@@ -7,16 +7,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.eval_run.conftest import (
-    RunningEval,
-    ServedDemo,
-    multiply_rows,
-    read_jsonl,
-    run_folder,
-    served_demo,
-    start_eval,
-    write_jsonl,
-)
+from tests.eval_run.command import RunningEval, start_eval
+from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.servers import ServedDemo, served_demo
 from tests.polling import eventually_sync
 
 FAST_ROWS = 4

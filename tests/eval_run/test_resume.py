@@ -7,15 +7,9 @@ import signal
 from collections import Counter
 from pathlib import Path
 
-from tests.eval_run.conftest import (
-    ServedDemo,
-    multiply_rows,
-    read_jsonl,
-    run_eval,
-    run_folder,
-    start_eval,
-    write_jsonl,
-)
+from tests.eval_run.command import run_eval, start_eval
+from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
 
 

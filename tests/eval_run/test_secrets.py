@@ -24,14 +24,9 @@ from server_stub.demo import (
 )
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
-from tests.eval_run.conftest import (
-    child_env,
-    multiply_rows,
-    run_eval,
-    run_folder,
-    threaded_server,
-    write_jsonl,
-)
+from tests.eval_run.command import child_env, run_eval
+from tests.eval_run.files import multiply_rows, run_folder, write_jsonl
+from tests.eval_run.servers import threaded_server
 
 LLM_KEY = f"llm-{secrets.token_hex(16)}"
 SERVER_KEY = f"srv-{secrets.token_hex(16)}"

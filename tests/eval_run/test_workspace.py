@@ -10,15 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.conftest import (
-    alive,
-    multiply_rows,
-    read_jsonl,
-    run_eval,
-    run_folder,
-    start_eval,
-    write_jsonl,
-)
+from tests.eval_run.command import alive, run_eval, start_eval
+from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
 from tests.polling import eventually_sync
 
 

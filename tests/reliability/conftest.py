@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The session-scoped `serve --demo` of the eval tests, shared rather than started again.
 from core.eval import EvalRequest, EvalSession, EvalSummary, prepare
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow, aclose_chat_client
@@ -27,12 +26,10 @@ from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.serving import serve_in_loop
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
-from tests.eval_run.conftest import (  # noqa: F401  (demo_server is a fixture used here)
-    demo_server,
-    multiply_rows,
-    read_jsonl,
-    write_jsonl,
-)
+
+# The session-scoped `serve --demo` of the eval tests, shared rather than started again.
+from tests.eval_run.conftest import demo_server  # noqa: F401
+from tests.eval_run.files import write_jsonl
 
 FULL = os.environ.get("OSMOSIS_SOAK") == "full"
 

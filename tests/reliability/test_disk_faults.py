@@ -16,16 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.conftest import ServedDemo, run_eval, start_eval
+from tests.eval_run.command import run_eval, start_eval
+from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
+from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
-from tests.reliability.conftest import (
-    fill,
-    multiply_rows,
-    read_jsonl,
-    remount,
-    small_filesystem,
-    write_jsonl,
-)
+from tests.reliability.conftest import fill, remount, small_filesystem
 
 
 @pytest.fixture

@@ -19,9 +19,11 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from tests.eval_run.conftest import ServedDemo, run_eval, start_eval
+from tests.eval_run.command import run_eval, start_eval
+from tests.eval_run.files import multiply_rows, write_jsonl
+from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
-from tests.reliability.conftest import FULL, multiply_rows, scaled, write_jsonl
+from tests.reliability.conftest import FULL, scaled
 
 KILLS = scaled(5, 25)
 ROWS = 700 if FULL else 40  # at full size, every kill lands mid-run

@@ -19,12 +19,11 @@ from core import RolloutClient, RolloutHandle, RolloutStatus
 from core import handle as handle_module
 from core.handle import describe_error
 from server_stub import LocalBackend, create_rollout_server
+from tests.eval_run.files import multiply_rows, read_jsonl
 from tests.reliability.conftest import (
     chat_endpoint,
     demo_app,
-    multiply_rows,
     proxy_to,
-    read_jsonl,
     rollout_server,
     run_session,
 )

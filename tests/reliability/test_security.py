@@ -36,8 +36,10 @@ from server_stub import LocalBackend, create_rollout_server
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
 from server_stub.standalone import is_loopback
-from tests.eval_run.conftest import ServedDemo, child_env, osmosis
-from tests.reliability.conftest import demo_app, multiply_rows, rollout_server, run_session
+from tests.eval_run.command import child_env, osmosis
+from tests.eval_run.files import multiply_rows
+from tests.eval_run.servers import ServedDemo
+from tests.reliability.conftest import demo_app, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch
 from tui.cli import build_parser
 

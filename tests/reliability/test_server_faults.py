@@ -30,17 +30,16 @@ from server_stub import (
     LocalBackend,
     create_rollout_server,
 )
-from tests.eval_run.conftest import start_eval, start_served_demo
+from tests.eval_run.command import start_eval
+from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
+from tests.eval_run.servers import start_served_demo
 from tests.polling import eventually, eventually_sync
 from tests.reliability.conftest import (
     chat_endpoint,
     demo_app,
-    multiply_rows,
     proxy_to,
-    read_jsonl,
     rollout_server,
     run_session,
-    write_jsonl,
 )
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -29,17 +29,9 @@ from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.llm_latency import UniformLatency
 from server_stub.serving import serve_in_loop
+from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
 from tests.polling import eventually
-from tests.reliability.conftest import (
-    FULL,
-    demo_app,
-    multiply_rows,
-    read_jsonl,
-    rollout_server,
-    run_session,
-    scaled,
-    write_jsonl,
-)
+from tests.reliability.conftest import FULL, demo_app, rollout_server, run_session, scaled
 
 ROLLOUTS = scaled(300, 5000)
 IN_FLIGHT = scaled(100, 200)

@@ -1,0 +1,102 @@
+"""The `osmosis-tui eval` command in a subprocess, the environment it gets, and the processes it
+leaves: what the acceptance tests run and check."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SECRET_ENV = ("ROLLOUT_LLM_API_KEY", "OSMOSIS_ROLLOUT_SERVER_API_KEY")
+RUN_TIMEOUT_SEC = 120.0
+
+
+def osmosis(*args: str, python: str | Path = sys.executable) -> list[str]:
+    """The `osmosis-tui` command line, run by `python` (`python -m tui`)."""
+    return [str(python), "-m", "tui", *args]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the eval's secrets, plus `extra`."""
+    env = {key: value for key, value in os.environ.items() if key not in SECRET_ENV}
+    env.update(extra)
+    return env
+
+
+def run_eval(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    python: str | Path = sys.executable,
+    timeout: float = RUN_TIMEOUT_SEC,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        osmosis("eval", *args, python=python),
+        cwd=cwd,
+        env=env or child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclass
+class RunningEval:
+    """An eval subprocess; its stdout and stderr go to files, readable while it runs (a pipe
+    nobody reads until the end could fill up and block it)."""
+
+    process: subprocess.Popen[bytes]
+    stdout_path: Path
+    stderr_path: Path
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def send_signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def finish(self, timeout: float = RUN_TIMEOUT_SEC) -> tuple[str, str]:
+        """Wait for the exit (killing it past `timeout`); its stdout and stderr."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail(f"eval did not end within {timeout} s\nstderr:\n{self.stderr()}")
+        return self.stdout_path.read_text(), self.stderr()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+
+def start_eval(*args: str, cwd: Path, env: dict[str, str] | None = None) -> RunningEval:
+    handle, name = tempfile.mkstemp(dir=cwd, prefix="eval-", suffix=".out")
+    os.close(handle)
+    stdout, stderr = Path(name), Path(name).with_suffix(".err")
+    with stdout.open("w") as out, stderr.open("w") as err:
+        process = subprocess.Popen(
+            osmosis("eval", *args), cwd=cwd, env=env or child_env(), stdout=out, stderr=err
+        )
+    return RunningEval(process, stdout, stderr)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel, which counts a zombie as alive
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
