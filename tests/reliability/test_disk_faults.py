@@ -20,7 +20,7 @@ from tests.eval_run.command import run_eval, start_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
 from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
-from tests.reliability.conftest import fill, remount, small_filesystem
+from tests.reliability.filesystems import fill, remount, small_filesystem
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from core import (
 )
 from core import handle as handle_module
 from core.types import RolloutResultResponse
-from tests.reliability.conftest import scaled
+from tests.reliability.counts import scaled
 
 T = TypeVar("T")
 FUZZ = settings(

@@ -28,7 +28,7 @@ from server_stub import (
     LocalBackend,
     create_rollout_server,
 )
-from tests.reliability.conftest import scaled
+from tests.reliability.counts import scaled
 
 T = TypeVar("T")
 REQUEST_TIMEOUT_SEC = 5.0

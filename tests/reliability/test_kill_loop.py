@@ -23,7 +23,7 @@ from tests.eval_run.command import run_eval, start_eval
 from tests.eval_run.files import multiply_rows, write_jsonl
 from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
-from tests.reliability.conftest import FULL, scaled
+from tests.reliability.counts import FULL, scaled
 
 KILLS = scaled(5, 25)
 ROWS = 700 if FULL else 40  # at full size, every kill lands mid-run

@@ -20,13 +20,8 @@ from core import handle as handle_module
 from core.handle import describe_error
 from server_stub import LocalBackend, create_rollout_server
 from tests.eval_run.files import multiply_rows, read_jsonl
-from tests.reliability.conftest import (
-    chat_endpoint,
-    demo_app,
-    proxy_to,
-    rollout_server,
-    run_session,
-)
+from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
+from tests.reliability.proxy import proxy_to
 from tests.server.plugins import Echo, ExactMatch
 
 PROMPT = [{"role": "user", "content": "6*7?"}]

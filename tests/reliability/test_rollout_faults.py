@@ -17,7 +17,7 @@ from server_stub import Grader, GraderContext
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.llm_latency import FixedLatency
 from tests.eval_run.files import multiply_rows, read_jsonl
-from tests.reliability.conftest import chat_endpoint, demo_app, rollout_server, run_session
+from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
 from tests.server.plugins import Echo
 
 

@@ -39,7 +39,7 @@ from server_stub.standalone import is_loopback
 from tests.eval_run.command import child_env, osmosis
 from tests.eval_run.files import multiply_rows
 from tests.eval_run.servers import ServedDemo
-from tests.reliability.conftest import demo_app, rollout_server, run_session
+from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch
 from tui.cli import build_parser
 

@@ -34,13 +34,8 @@ from tests.eval_run.command import start_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
 from tests.eval_run.servers import start_served_demo
 from tests.polling import eventually, eventually_sync
-from tests.reliability.conftest import (
-    chat_endpoint,
-    demo_app,
-    proxy_to,
-    rollout_server,
-    run_session,
-)
+from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
+from tests.reliability.proxy import proxy_to
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

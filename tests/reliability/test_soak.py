@@ -31,7 +31,8 @@ from server_stub.llm_latency import UniformLatency
 from server_stub.serving import serve_in_loop
 from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
 from tests.polling import eventually
-from tests.reliability.conftest import FULL, demo_app, rollout_server, run_session, scaled
+from tests.reliability.counts import FULL, scaled
+from tests.reliability.in_process import demo_app, rollout_server, run_session
 
 ROLLOUTS = scaled(300, 5000)
 IN_FLIGHT = scaled(100, 200)
