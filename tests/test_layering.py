@@ -94,6 +94,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     import core.eval
     import server_stub
 
+    # The misspelt names are on purpose: mypy must reject them too (hence the ignores).
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = core.Nope  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):

@@ -104,7 +104,7 @@ class Wire:
 
 
 def describe_result(result: RolloutResultResponse) -> dict[str, Any]:
-    body = result.model_dump(mode="json")
+    body: dict[str, Any] = result.model_dump(mode="json")
     sample = body.get("sample")
     if isinstance(sample, dict):
         # The client re-creates this persistence-only copy; it was never on the wire.
@@ -156,7 +156,7 @@ async def wait_for_health(
 ) -> dict[str, Any]:
     async with asyncio.timeout(SETTLE_TIMEOUT_SEC):
         while True:
-            health = await client.health()
+            health: dict[str, Any] = await client.health()
             if predicate(health):
                 return health
             await asyncio.sleep(0.02)

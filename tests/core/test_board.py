@@ -92,7 +92,8 @@ async def test_cancel_on_server_records_the_request_the_answer_and_the_end(serve
     board = RolloutBoard()
     async with real_server(serve) as srv, srv.client() as client:
         record = await track(board, client, "stopme", label="42", metadata={"sleep": 30})
-        await record.handle.wait_for_running()  # type: ignore[union-attr]
+        assert record.handle is not None
+        await record.handle.wait_for_running()
         answers = await board.cancel_on_server(["stopme", "unknown-id"])
         assert record.cancelling
         await settle(record)
@@ -130,7 +131,8 @@ async def test_stop_tracking_sends_nothing_and_keeps_the_row(serve: Serve) -> No
     board = RolloutBoard()
     async with real_server(serve) as srv, srv.client() as client:
         record = await track(board, client, "left", label="42", metadata={"sleep": 0.5})
-        await record.handle.wait_for_running()  # type: ignore[union-attr]
+        assert record.handle is not None
+        await record.handle.wait_for_running()
         posts_before = srv.recorder.count("POST", "/rollout/cancel")
         assert board.stop_tracking(["left"]) == ["left"]
         assert board.stop_tracking(["left"]) == []  # once

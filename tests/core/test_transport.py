@@ -81,7 +81,10 @@ async def test_redirects_are_returned_not_followed() -> None:
 
 
 async def test_connection_refused_is_connect_error() -> None:
-    async with raw_server(read_request) as url:  # type: ignore[arg-type]
+    async def drain(reader: asyncio.StreamReader, _writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+
+    async with raw_server(drain) as url:
         pass  # closed again: nothing listens on that port now
     async with client() as http:
         with pytest.raises(httpx.ConnectError):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,18 +46,17 @@ def only_problem(path: Path) -> str:
     return problems[0]
 
 
-def row(index: int, **fields: object) -> DatasetRow:
-    values: dict[str, object] = {
-        "source_row_index": index,
-        "line": index + 1,
-        "system_prompt": None,
-        "user_prompt": None,
-        "label": None,
-        "metadata": None,
-        "grade": True,
-    }
-    values.update(fields)
-    return DatasetRow(**values)  # type: ignore[arg-type]
+def row(index: int, **fields: Any) -> DatasetRow:
+    blank = DatasetRow(
+        source_row_index=index,
+        line=index + 1,
+        system_prompt=None,
+        user_prompt=None,
+        label=None,
+        metadata=None,
+        grade=True,
+    )
+    return dataclasses.replace(blank, **fields)
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def test_dataset_row_is_frozen_with_slots() -> None:
     item = row(0, user_prompt="U", label="L")
     assert not hasattr(item, "__dict__")
     with pytest.raises(AttributeError):
-        item.label = "other"  # type: ignore[misc]
+        item.label = "other"  # type: ignore[misc]  # on purpose: a frozen field
 
 
 def test_bad_json_and_non_objects_name_their_lines(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from core.eval.results.events import Journal
 from core.eval.results.metrics import compute_metrics, metrics_document, pass_at_k
-from core.eval.results.records import ItemResult
+from core.eval.results.records import ItemResult, ItemStatus
 
 # n = 4 attempts per row, pass threshold 1.0. Rows 0-3 pass 0, 1, 2 and 4 times; row 4 has
 # three skipped attempts and one pending (no record), so 5 * 4 = 20 work items, 19 finished.
@@ -99,12 +99,14 @@ def test_the_threshold_decides_what_passes(tmp_path: Path) -> None:
     assert summary["pass_at_k"][0] == {"k": 1, "value": pytest.approx((1 + 2 + 2 + 4) / 16)}
 
 
-def _result(row: int, run: int, status: str = "success", reward: float | None = None) -> ItemResult:
+def _result(
+    row: int, run: int, status: ItemStatus = "success", reward: float | None = None
+) -> ItemResult:
     return ItemResult(
         row_index=row,
         run_index=run,
         rollout_id=f"r{row}-{run}",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         source_row_index=row,
         reward=reward,
         tokens=3,

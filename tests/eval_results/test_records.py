@@ -60,4 +60,4 @@ def test_work_item_is_a_frozen_slotted_key() -> None:
     assert item.key == (3, 1)
     assert not hasattr(item, "__dict__")
     with pytest.raises(AttributeError):
-        item.row_index = 4  # type: ignore[misc]
+        item.row_index = 4  # type: ignore[misc]  # on purpose: a frozen field

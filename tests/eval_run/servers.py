@@ -90,7 +90,11 @@ def threaded_server(serving: Callable[[], AbstractAsyncContextManager[str]]) -> 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         async with serving() as url:
-            ready.put((url, lambda: loop.call_soon_threadsafe(stop.set)))
+
+            def stop_serving() -> None:  # called from the test's thread
+                loop.call_soon_threadsafe(stop.set)
+
+            ready.put((url, stop_serving))
             await stop.wait()
 
     def main() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import run_eval, start_eval
+from tests.eval_run.command import RunningEval, run_eval, start_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
 from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
@@ -66,7 +66,7 @@ def test_a_read_only_output_folder_is_a_clear_error_before_anything_runs(
 
 def start_and_wait(
     tmp_path: Path, server: ServedDemo, output: Path, rows: int, name: str
-) -> tuple[tuple[str, ...], Path, object]:
+) -> tuple[tuple[str, ...], Path, RunningEval]:
     dataset = write_jsonl(
         tmp_path / "rows.jsonl", multiply_rows(rows, metadata={"stub": "slow:0.1"})
     )
@@ -87,8 +87,8 @@ def test_a_run_folder_gone_read_only_refuses_to_resume_and_keeps_its_results(
     # stopped by a kill, then resumed on the read-only folder, is the case users meet.)
     rows = 40
     args, folder, run = start_and_wait(tmp_path, demo_server, tmpfs / "out", rows, "ro")
-    run.send_signal(signal.SIGKILL)  # type: ignore[attr-defined]
-    run.finish()  # type: ignore[attr-defined]
+    run.send_signal(signal.SIGKILL)
+    run.finish()
     kept = read_jsonl(folder / "events.jsonl")
     assert remount(tmpfs, read_only=True)
     try:
@@ -110,11 +110,11 @@ def test_a_full_disk_mid_run_stops_it_and_keeps_every_finished_item(
     args, folder, run = start_and_wait(tmp_path, demo_server, tmpfs / "out", rows, "full")
     filler = fill(tmpfs)
     try:
-        stdout, stderr = run.finish()  # type: ignore[attr-defined]
+        stdout, stderr = run.finish()
         kept = read_jsonl(folder / "events.jsonl")
     finally:
         filler.unlink()
-    assert run.returncode == 1, stderr  # type: ignore[attr-defined]
+    assert run.returncode == 1, stderr
     assert "Traceback" not in stderr
     assert "No space left on device" in stdout
     assert "cannot write events.jsonl: No space left on device" in stdout

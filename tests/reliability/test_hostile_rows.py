@@ -65,6 +65,7 @@ def hostile_server(seen: list[dict[str, Any]]) -> FastAPI:
 
     @app.get("/rollout/{rollout_id}/result")
     async def result(rollout_id: str) -> JSONResponse:
+        body: dict[str, object]
         if admitted[rollout_id] % 2:
             body = {"status": "failure", "sample": None, "err_message": HOSTILE}
         else:
@@ -76,7 +77,7 @@ def hostile_server(seen: list[dict[str, Any]]) -> FastAPI:
 
 
 def test_hostile_rows_reach_the_server_verbatim_and_the_terminal_escaped(tmp_path: Path) -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"user_prompt": HOSTILE, "ground_truth": HOSTILE, "metadata": {"note": HOSTILE}},
         {"user_prompt": HUGE, "ground_truth": "42", "system_prompt": HOSTILE},
         {"user_prompt": "[bold]", "ground_truth": "[/]"},

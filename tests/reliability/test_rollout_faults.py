@@ -138,5 +138,6 @@ async def test_graders_that_raise_or_hang_fail_with_their_category_and_the_run_g
     assert hung == ["grader exceeded its 0.3s deadline"] * 2
     # A failed grade keeps the workflow's sample (reward masked), so the messages are there.
     failed = [r for r in run.session.board if r.status == "failure"]
-    assert all(r.latest_result and r.latest_result.sample for r in failed)
-    assert all(r.latest_result.sample.reward is None for r in failed if r.latest_result.sample)
+    samples = [r.latest_result.sample if r.latest_result else None for r in failed]
+    assert all(samples)
+    assert all(sample.reward is None for sample in samples if sample)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -20,7 +21,8 @@ from tests.conftest import Serve
 from tests.server.plugins import Echo, ExactMatch
 from tests.server.rawhttp import Wire
 
-Fixture = Callable[..., Any]
+# `wire(**server_options)` or `wire(app, headers=...)`: a Wire against a fresh server.
+Fixture = Callable[..., AbstractAsyncContextManager[Wire]]
 
 
 def make_app(**options: Any) -> Any:
@@ -32,12 +34,13 @@ def make_app(**options: Any) -> Any:
 
 
 @pytest.fixture
-async def wire(serve: Serve) -> AsyncIterator[Callable[..., Any]]:
+async def wire(serve: Serve) -> AsyncIterator[Fixture]:
     """`async with wire(**server_options) as w:` a Wire against a fresh server."""
-    from contextlib import asynccontextmanager
 
     @asynccontextmanager
-    async def start(app: Any = None, headers: dict[str, str] | None = None, **options: Any):  # type: ignore[no-untyped-def]
+    async def start(
+        app: Any = None, headers: dict[str, str] | None = None, **options: Any
+    ) -> AsyncIterator[Wire]:
         app = app if app is not None else make_app(**options)
         async with serve(app) as url, httpx.AsyncClient(base_url=url, headers=headers) as http:
             yield Wire(http)
