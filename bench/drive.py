@@ -29,7 +29,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) -> dict[str, Any]:
     if impl == "official":
-        from osmosis_ai.rollout.client import RolloutClient  # type: ignore[import-not-found]
+        from osmosis_ai.rollout.client import RolloutClient
     else:
         from core.client import RolloutClient
     requests = 0

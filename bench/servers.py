@@ -37,11 +37,11 @@ def rollout_app(impl: str) -> Any:
         # Its default artifact root is ~/.osmosis; the per-rollout files are part of its cost,
         # so they are kept, but written to a scratch folder.
         os.environ.setdefault("_OSMOSIS_ROLLOUT_ARTIFACT_ROOT", tempfile.mkdtemp(prefix="bench-"))
-        from osmosis_ai.rollout import (  # type: ignore[import-not-found]
+        from osmosis_ai.rollout import (
             AgentWorkflowConfig,
             LocalBackend,
         )
-        from osmosis_ai.rollout.server import (  # type: ignore[import-not-found]
+        from osmosis_ai.rollout.server import (
             create_rollout_server,
         )
     else:

@@ -15,7 +15,7 @@ import httpx
 
 # The same file for both servers: only the import line differs, as for any rollout author.
 if os.environ.get("BENCH_PLUGIN_API") == "official":
-    from osmosis_ai.rollout import (  # type: ignore[import-not-found, unused-ignore]
+    from osmosis_ai.rollout import (
         AgentWorkflow,
         AgentWorkflowOutput,
         Grader,
