@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import reprlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
 import pytest
@@ -29,9 +29,11 @@ async def eventually(
     *,
     timeout: float = TIMEOUT_SEC,
     interval: float = INTERVAL_SEC,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> T:
     """Call `condition` every `interval` seconds until it returns something truthy, and return
-    that; fail after `timeout` seconds, naming `what` was awaited."""
+    that; fail after `timeout` seconds, naming `what` was awaited. `sleep` is how to let the
+    code under test run meanwhile (a Textual test passes `pilot.pause`)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -39,7 +41,7 @@ async def eventually(
             return value
         if time.monotonic() >= deadline:
             _timed_out(what, timeout, value)
-        await asyncio.sleep(interval)
+        await sleep(interval)
 
 
 def eventually_sync(

@@ -14,7 +14,7 @@ from textual.widgets import Input, OptionList
 
 from core.eval.export import EXPORT_FIELDS
 from core.types import RolloutStatus
-from tests.tui.conftest import (
+from tests.tui.helpers import (
     SIZE,
     LiveFactory,
     details_text,
@@ -22,6 +22,7 @@ from tests.tui.conftest import (
     make_app,
     row,
     row_text,
+    selected_status,
     status_line,
     text_of,
     until,
@@ -38,7 +39,7 @@ async def test_cancel_confirmed_cancels_on_the_server(live_eval: LiveFactory) ->
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.selected() and app.selected().status == RUNNING)
+            await until(pilot, lambda: selected_status(app) == RUNNING)
             rollout_id = app.table.cursor_id
             assert rollout_id is not None
             await pilot.press("c")
@@ -57,7 +58,7 @@ async def test_cancel_answered_no_sends_nothing(live_eval: LiveFactory) -> None:
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.selected() and app.selected().status == RUNNING)
+            await until(pilot, lambda: selected_status(app) == RUNNING)
             rollout_id = app.table.cursor_id
             assert rollout_id is not None
             await pilot.press("c")
@@ -76,7 +77,7 @@ async def test_untrack_sends_nothing_and_the_server_finishes_the_rollout(
     async with live_eval([row(sleep=1.5)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.selected() and app.selected().status == RUNNING)
+            await until(pilot, lambda: selected_status(app) == RUNNING)
             rollout_id = app.table.cursor_id
             assert rollout_id is not None
             await pilot.press("x")  # no confirmation: it only concerns this dashboard
@@ -121,7 +122,7 @@ async def test_new_rollout_form_submits_and_the_row_appears(live_eval: LiveFacto
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.selected() and app.selected().status == RUNNING)
+            await until(pilot, lambda: selected_status(app) == RUNNING)
             await pilot.press("n")
             assert isinstance(app.screen, NewRolloutScreen)
             await pilot.press(*"hello")
@@ -281,11 +282,13 @@ async def test_stuck_only(live_eval: LiveFactory) -> None:
                 return stuck is not None and sum(r.finished for r in board) == 2
 
             await until(pilot, one_stuck)
+            assert stuck is not None
             assert stuck == live.row_id(1)
             await pilot.press("exclamation_mark")
             assert app.table.order == [stuck]
             assert "stuck only" in status_line(app)
-            await until(pilot, lambda: "stuck" in row_text(app, stuck))
+            stuck_id = stuck
+            await until(pilot, lambda: "stuck" in row_text(app, stuck_id))
             summary = text_of(app.query_one("#summary"))
             assert "stuck 1" in summary
             await pilot.press("exclamation_mark")
@@ -327,7 +330,7 @@ async def test_pause_stops_repainting(live_eval: LiveFactory) -> None:
     async with live_eval([row(sleep=1.0)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.selected() and app.selected().status == RUNNING)
+            await until(pilot, lambda: selected_status(app) == RUNNING)
             rollout_id = app.table.cursor_id
             assert rollout_id is not None
             await until(pilot, lambda: "running" in row_text(app, rollout_id))
@@ -416,7 +419,7 @@ async def test_command_palette_lists_the_dashboard_commands(live_eval: LiveFacto
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.selected() and app.selected().status == RUNNING)
+            await until(pilot, lambda: selected_status(app) == RUNNING)
             await pilot.press("ctrl+p")
             assert isinstance(app.screen, CommandPalette)
             await until(pilot, lambda: app.screen.query_one(OptionList).option_count > 0)

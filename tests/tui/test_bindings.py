@@ -36,8 +36,10 @@ def test_the_bindings_are_found() -> None:
 
 
 def test_every_binding_has_a_unique_id() -> None:
-    ids = [binding.id for _, binding in declared_bindings()]
-    assert all(ids), [(owner, b.key) for owner, b in declared_bindings() if not b.id]
+    assert all(b.id for _, b in declared_bindings()), [
+        (owner, b.key) for owner, b in declared_bindings() if not b.id
+    ]
+    ids = [b.id or "" for _, b in declared_bindings()]
     assert sorted(ids) == sorted(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
 
 

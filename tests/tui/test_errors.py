@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from core.types import RolloutStatus
-from tests.tui.conftest import (
+from tests.tui.helpers import (
     SIZE,
     LiveFactory,
     log_lines,
     make_app,
     row,
     row_text,
+    selected_status,
     toasts,
     until,
 )
@@ -22,9 +23,7 @@ async def test_a_cancel_that_fails_because_the_server_is_gone(live_eval: LiveFac
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await until(
-                pilot, lambda: app.selected() and app.selected().status == RolloutStatus.RUNNING
-            )
+            await until(pilot, lambda: selected_status(app) == RolloutStatus.RUNNING)
             rollout_id = app.table.cursor_id
             assert rollout_id is not None
             # Asked while the server was up, answered once it is gone (and before the
@@ -45,15 +44,14 @@ async def test_a_polling_error_is_shown_not_raised(live_eval: LiveFactory) -> No
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await until(
-                pilot, lambda: app.selected() and app.selected().status == RolloutStatus.RUNNING
-            )
+            await until(pilot, lambda: selected_status(app) == RolloutStatus.RUNNING)
             rollout_id = app.table.cursor_id
             assert rollout_id is not None
             # The server forgets the rollout (as after a restart): the next poll gets a 404.
             entry = live.entries.pop(rollout_id)
             record = app.board.records[rollout_id]
             await until(pilot, lambda: record.poll_error is not None)
+            assert record.poll_error is not None
             assert "404" in record.poll_error
             await until(pilot, lambda: any("polling" in toast for toast in toasts(app)))
             assert any(f"polling {rollout_id[:10]} failed" in line for line in log_lines(app))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.board import RolloutBoard
 from core.types import RolloutStatus
-from tests.tui.conftest import SIZE, LiveFactory, make_app, row, until
+from tests.tui.helpers import SIZE, LiveFactory, make_app, row, until
 from tui.screens.dialogs import QuitScreen
 
 IN_FLIGHT = {"sleep": 30}

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from core.types import RolloutStatus
-from tests.tui.conftest import (
+from tests.tui.helpers import (
     SIZE,
     LiveFactory,
     details_text,

@@ -8,7 +8,7 @@ import pytest
 
 from core.board import RolloutBoard
 from core.types import RolloutStatus
-from tests.tui.conftest import status_line
+from tests.tui.helpers import status_line
 from tests.tui.states import NOW, T0, StaticSource, build_app, running_board
 from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.table_columns import COLUMNS, layout_columns
