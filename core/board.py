@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from core.handle import RolloutHandle, Transition, describe_error
 from core.phases import SkipReason, skipped_phases
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 # of the same phase, and never less than the floor.
 STUCK_MEDIAN_FACTOR = 3.0
 STUCK_FLOOR_SEC = 30.0
+# Model calls a record keeps (the latest that ended); its counts and sums cover every call.
+MODEL_CALLS_KEPT = 50
 
 DisplayStatus = Literal[
     "queued", "running", "grading", "success", "failure", "cancelled", "not_admitted"
@@ -69,6 +71,83 @@ class RequestOptions:
         )
 
 
+class ModelCallReport(Protocol):
+    """A model call as the board keeps it: what the eval's gateway reports
+    (`core.eval.model_calls.ModelCall` fits), so that the board needs nothing of the eval."""
+
+    @property
+    def call_id(self) -> int: ...
+    @property
+    def rollout_id(self) -> str: ...
+    @property
+    def started_at(self) -> float:
+        """Wall-clock start, seconds since the epoch."""
+        ...
+
+    @property
+    def started_monotonic(self) -> float: ...
+    @property
+    def ended_monotonic(self) -> float | None:
+        """None while the call waits for the model."""
+        ...
+
+    @property
+    def status(self) -> int | None:
+        """The status the rollout was answered with; None when the call was abandoned."""
+        ...
+
+    @property
+    def total_tokens(self) -> int | None: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def request_text(self) -> str:
+        """The request's last message, already redacted and bounded."""
+        ...
+
+    @property
+    def reply_text(self) -> str | None:
+        """The reply, already redacted and bounded."""
+        ...
+
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def latency_sec(self) -> float | None: ...
+
+
+@dataclass
+class ModelActivity:
+    """A rollout's model calls, as the gateway reported them while they happened."""
+
+    recent: deque[ModelCallReport] = field(default_factory=lambda: deque(maxlen=MODEL_CALLS_KEPT))
+    """The latest calls that ended, oldest first (at most `MODEL_CALLS_KEPT`)."""
+    in_flight: dict[int, ModelCallReport] = field(default_factory=dict)
+    """The calls waiting for the model now, by call id, oldest first."""
+    calls: int = 0
+    """Every call started, including those no longer in `recent`."""
+    failed: int = 0
+    """Calls that ended without a 200 (an error answered, or abandoned)."""
+    tokens: int | None = None
+    """Σ `total_tokens` of the calls that reported usage; None while none did."""
+    cost_usd: float | None = None
+    """Σ cost of the calls whose price is known; None while none was."""
+    last_ended_at: float | None = None
+    """When the latest call ended (monotonic)."""
+
+    @property
+    def waiting_since(self) -> float | None:
+        """The start (monotonic) of the oldest call still waiting for the model."""
+        oldest = next(iter(self.in_flight.values()), None)
+        return None if oldest is None else oldest.started_monotonic
+
+    def latest(self) -> ModelCallReport | None:
+        """The call started last: the newest in flight, else the latest that ended."""
+        if self.in_flight:
+            return next(reversed(self.in_flight.values()))
+        return self.recent[-1] if self.recent else None
+
+
 @dataclass
 class CancelRequest:
     """One server-side cancel: when it was asked, what the server said, when it ended."""
@@ -101,6 +180,8 @@ class RolloutRecord:
     terminal_at: float | None = None
     #: Whether grading was requested, when no request options are known (replays).
     recorded_grade: bool | None = None
+    #: Its model calls through the run's gateway.
+    model: ModelActivity = field(default_factory=ModelActivity)
 
     @property
     def grade(self) -> bool | None:
@@ -197,6 +278,13 @@ class RolloutBoard:
         self._in_phase: dict[RolloutStatus, dict[str, float]] = {
             phase: {} for phase in self._durations
         }
+        #: Over every rollout's model calls: Σ total_tokens, and Σ cost while any is known.
+        self.total_tokens = 0
+        self.total_cost_usd: float | None = None
+        self.model_calls = 0
+        # Calls of rollouts not on the board yet: a workflow may call the model before the
+        # server's admission answer has reached us.
+        self._early_activity: dict[str, ModelActivity] = {}
 
     # -- registering -----------------------------------------------------------------------
 
@@ -287,11 +375,51 @@ class RolloutBoard:
         return record
 
     def _add(self, record: RolloutRecord) -> None:
+        early = self._early_activity.pop(record.rollout_id, None)
+        if early is not None:
+            record.model = early
         self.records[record.rollout_id] = record
         self._status_counts[record.display_status] += 1
         self._count_failure(record)
         self._added.append(record.rollout_id)
         self._mark(record.rollout_id)
+
+    # -- model calls (the gateway's hooks) -------------------------------------------------
+
+    def call_started(self, call: ModelCallReport) -> None:
+        """A rollout's model call began: it shows as in flight until `call_ended`."""
+        activity = self._activity(call.rollout_id)
+        activity.calls += 1
+        activity.in_flight[call.call_id] = call
+        self.model_calls += 1
+        self._mark_known(call.rollout_id)
+
+    def call_ended(self, call: ModelCallReport) -> None:
+        """A rollout's model call ended (answered, failed or abandoned)."""
+        activity = self._activity(call.rollout_id)
+        activity.in_flight.pop(call.call_id, None)
+        activity.recent.append(call)
+        activity.last_ended_at = call.ended_monotonic
+        if call.status != 200:
+            activity.failed += 1
+        if call.total_tokens is not None:
+            activity.tokens = (activity.tokens or 0) + call.total_tokens
+            self.total_tokens += call.total_tokens
+        if call.cost_usd is not None:
+            activity.cost_usd = (activity.cost_usd or 0.0) + call.cost_usd
+            self.total_cost_usd = (self.total_cost_usd or 0.0) + call.cost_usd
+        self._mark_known(call.rollout_id)
+
+    def _activity(self, rollout_id: str) -> ModelActivity:
+        record = self.records.get(rollout_id)
+        if record is not None:
+            return record.model
+        return self._early_activity.setdefault(rollout_id, ModelActivity())
+
+    def _mark_known(self, rollout_id: str) -> None:
+        # A rollout not on the board yet is marked when it is added.
+        if rollout_id in self.records:
+            self._mark(rollout_id)
 
     # -- observing -------------------------------------------------------------------------
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from core import RolloutClient, RolloutStatus
-from core.board import RequestOptions, RolloutBoard, RolloutRecord
+from core.board import MODEL_CALLS_KEPT, RequestOptions, RolloutBoard, RolloutRecord
+from core.eval.model_calls import ModelCall
 from tests.conftest import Serve
 from tests.core.test_client import CHAT_URL, PROMPT, FaultyTransport, real_server
 
@@ -189,3 +191,72 @@ def test_stuck_detection_counts_filters_and_admission_failures() -> None:
 
 def test_records_never_hold_the_llm_api_key() -> None:
     assert "llm_api_key" not in RequestOptions.__dataclass_fields__
+
+
+# -- model calls (reported by the eval's gateway) --------------------------------------------
+
+
+def model_call(rollout_id: str, call_id: int, started: float) -> ModelCall:
+    return ModelCall(
+        call_id=call_id,
+        rollout_id=rollout_id,
+        streamed=False,
+        requested_model="osmosis-rollout",
+        started_at=1_700_000_000.0 + started,
+        started_monotonic=started,
+        request_text="What is 2 * 3?",
+    )
+
+
+def ended(call: ModelCall, at: float, *, status: int | None = 200, **outcome: Any) -> ModelCall:
+    wall = call.started_at + at - call.started_monotonic
+    return replace(call, ended_at=wall, ended_monotonic=at, status=status, **outcome)
+
+
+def test_a_model_call_shows_in_flight_then_ends_with_its_tokens_and_cost() -> None:
+    board = RolloutBoard()
+    board.observe("r1", R, 10.0)
+    board.take_changes()
+    call = model_call("r1", 1, started=11.0)
+    board.call_started(call)
+    activity = board.records["r1"].model
+    assert board.take_changes().ids == {"r1"}  # repainted while it runs
+    assert (activity.calls, activity.waiting_since, activity.latest()) == (1, 11.0, call)
+    assert activity.tokens is None and activity.last_ended_at is None
+    board.call_ended(ended(call, 12.5, total_tokens=19, cost_usd=0.25, reply_text="6"))
+    assert board.take_changes().ids == {"r1"}
+    assert activity.in_flight == {} and activity.waiting_since is None
+    assert (activity.tokens, activity.cost_usd, activity.last_ended_at) == (19, 0.25, 12.5)
+    assert [c.reply_text for c in activity.recent] == ["6"]
+    assert (board.total_tokens, board.total_cost_usd, board.model_calls) == (19, 0.25, 1)
+    # A failed call counts, adds no tokens, and a call without a price leaves the cost as is.
+    second = model_call("r1", 2, started=13.0)
+    board.call_started(second)
+    board.call_ended(ended(second, 13.2, status=502, error="upstream down"))
+    assert (activity.calls, activity.failed, activity.tokens, activity.cost_usd) == (2, 1, 19, 0.25)
+    assert board.total_tokens == 19
+
+
+def test_calls_made_before_the_rollout_is_on_the_board_are_kept_for_it() -> None:
+    # A workflow may call the model before the admission answer has reached the runner.
+    board = RolloutBoard()
+    call = model_call("early", 1, started=1.0)
+    board.call_started(call)
+    assert board.take_changes().ids == set()  # nothing to repaint yet
+    record = board.observe("early", Q, 1.1)
+    assert record.model.in_flight == {1: call}
+    board.call_ended(ended(call, 1.4, total_tokens=5))
+    assert (record.model.tokens, board.total_tokens) == (5, 5)
+
+
+def test_a_record_keeps_its_latest_calls_and_counts_every_one() -> None:
+    board = RolloutBoard()
+    board.observe("busy", R, 0.0)
+    for n in range(1, MODEL_CALLS_KEPT + 11):
+        call = model_call("busy", n, started=float(n))
+        board.call_started(call)
+        board.call_ended(ended(call, n + 0.5, total_tokens=1))
+    activity = board.records["busy"].model
+    assert len(activity.recent) == MODEL_CALLS_KEPT
+    assert activity.recent[0].call_id == 11
+    assert (activity.calls, activity.tokens) == (MODEL_CALLS_KEPT + 10, MODEL_CALLS_KEPT + 10)
