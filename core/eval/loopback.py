@@ -16,6 +16,12 @@ from typing import Any
 
 import uvicorn
 
+# Longer than the idle expiry of the clients' own pools (httpx and the OpenAI SDK: 5 s,
+# aiohttp: 15 s, Go: 90 s), so that the client always closes an idle connection first: with
+# uvicorn's 5 s default a request sent on a connection the server is closing fails with a bare
+# read error, which a rollout without retries (the demo's) reports as its failure.
+KEEP_ALIVE_SEC = 120
+
 
 class _Server(uvicorn.Server):
     """uvicorn that leaves the process's signal handlers to the session that owns them."""
@@ -59,6 +65,7 @@ class LoopbackServer:
             log_level="warning",
             access_log=False,
             lifespan="off",
+            timeout_keep_alive=KEEP_ALIVE_SEC,
             timeout_graceful_shutdown=self._grace,
         )
         server = self._server = _Server(config)
