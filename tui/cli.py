@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 SERVER_API_KEY_ENV = "OSMOSIS_ROLLOUT_SERVER_API_KEY"
 LLM_API_KEY_ENV = "ROLLOUT_LLM_API_KEY"
@@ -62,6 +63,21 @@ def _port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"ports go up to 65535, got {value}")
     return value
+
+
+def _listener_port(text: str) -> int:
+    """A fixed port to listen on: 1 to 65535 (0, "any free port", is what leaving it out means)."""
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"ports go up to 65535, got {value}")
+    return value
+
+
+def _http_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
+    return text
 
 
 def _add_serve(commands: Any) -> None:
@@ -182,8 +198,21 @@ def _add_eval(commands: Any) -> None:
     run.add_argument("--dataset-file", "--dataset", type=Path, help="JSONL, CSV or Parquet")
     run.add_argument(
         "--chat-url",
-        help=f"OpenAI-compatible base URL for the rollouts (key from ${LLM_API_KEY_ENV}; "
-        "default: the stub chat endpoint, started in-process)",
+        help=f"the model behind the gateway: an OpenAI-compatible base URL (key from "
+        f"${LLM_API_KEY_ENV}), or 'stub' (default: the stub model, or with a config its "
+        "model_path through LiteLLM)",
+    )
+    run.add_argument(
+        "--listener-port",
+        type=_listener_port,
+        metavar="N",
+        help="fixed port for the model gateway (default: a free one)",
+    )
+    run.add_argument(
+        "--advertise-url",
+        type=_http_url,
+        metavar="URL",
+        help="the model gateway's base URL as the rollouts reach it (a proxy or tunnel)",
     )
     run.add_argument("--limit", type=_positive_int, help="the first N selected rows")
     run.add_argument("--rows", help='row positions, e.g. "3,7,10-20" (0-based)')
@@ -220,6 +249,7 @@ def _add_eval(commands: Any) -> None:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from core.eval import DEFAULT_OUTPUT, EvalRequest, InputError, RunFolderError, prepare
+    from core.eval.gateway_errors import GatewayError
 
     if args.fresh and args.retry_failed:
         raise UsageError("--fresh starts over; --retry-failed resumes: pick one")
@@ -233,6 +263,8 @@ def _run_eval(args: argparse.Namespace) -> int:
         dataset_file=args.dataset_file,
         chat_url=args.chat_url,
         llm_api_key=os.environ.get(LLM_API_KEY_ENV) or None,
+        listener_port=args.listener_port,
+        advertise_url=args.advertise_url,
         limit=args.limit,
         rows=args.rows,
         n=args.n,
@@ -258,7 +290,9 @@ def _run_eval(args: argparse.Namespace) -> int:
         from tui.dashboard import run_dashboard
 
         return run_dashboard(plan, json_output=args.json)
-    except RunFolderError as exc:
+    except (RunFolderError, GatewayError) as exc:
+        # A results folder that cannot be used, a model that cannot be (the preflight), or
+        # a gateway port that cannot be bound: bad input, found once the run began.
         raise UsageError(str(exc)) from None
 
 

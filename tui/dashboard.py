@@ -19,6 +19,8 @@ def run_dashboard(plan: EvalPlan, *, json_output: bool) -> int:
 
     source.on_notice = notice
     app.run()
+    if source.refused is not None:
+        raise source.refused  # bad input found once running: the CLI exits 2 with it
     summary = source.summary
     if summary is None:
         print("the run did not finish; what finished is in the results folder", file=sys.stderr)

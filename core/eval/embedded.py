@@ -21,6 +21,7 @@ from server_stub.demo import (
     write_demo_dataset,
 )
 from server_stub.llm import create_chat_app
+from server_stub.llm_behaviour import BEHAVIOUR_HEADER
 from server_stub.local_backend import LocalBackend
 from server_stub.serving import serve_in_loop
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
@@ -81,3 +82,12 @@ def refresh_demo_dataset(target: Path) -> None:
         fresh.unlink()
     else:
         os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
+
+
+__all__ = [
+    # The demo rows' per-request behaviour, which the gateway passes on to the stub model.
+    "BEHAVIOUR_HEADER",
+    "demo_rollout_server",
+    "refresh_demo_dataset",
+    "stub_chat_endpoint",
+]

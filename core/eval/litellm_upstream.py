@@ -46,6 +46,15 @@ def litellm_available() -> bool:
     return importlib.util.find_spec("litellm") is not None
 
 
+def unavailable_message(model_path: str) -> str:
+    """What to do when `model_path` needs LiteLLM and it is not installed: both ways out."""
+    return (
+        f"the model {model_path!r} is called through LiteLLM, which is not installed: "
+        f"install it with `pip install '{EXTRA}'`, or give an OpenAI-compatible server "
+        "with --chat-url URL (its key from the environment variable ROLLOUT_LLM_API_KEY)"
+    )
+
+
 def load_litellm(model_path: str) -> Any:
     """The `litellm` module, or `LiteLLMUnavailable` naming both ways out."""
     # LiteLLM fetches its price list from the network on import unless told to use the copy
@@ -54,11 +63,7 @@ def load_litellm(model_path: str) -> Any:
     try:
         litellm: Any = importlib.import_module("litellm")
     except ModuleNotFoundError as exc:
-        raise LiteLLMUnavailable(
-            f"the model {model_path!r} is called through LiteLLM, which is not installed: "
-            f"install it with `pip install '{EXTRA}'`, or give an OpenAI-compatible server "
-            "with --chat-url URL (its key from the environment variable ROLLOUT_LLM_API_KEY)"
-        ) from exc
+        raise LiteLLMUnavailable(unavailable_message(model_path)) from exc
     litellm.suppress_debug_info = True
     return litellm
 
@@ -269,4 +274,10 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-__all__ = ["EXTRA", "LiteLLMUpstream", "litellm_available", "load_litellm"]
+__all__ = [
+    "EXTRA",
+    "LiteLLMUpstream",
+    "litellm_available",
+    "load_litellm",
+    "unavailable_message",
+]

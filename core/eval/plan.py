@@ -24,6 +24,7 @@ from core.eval.results.folder import (
     validate_run_name,
 )
 from core.eval.results.records import WorkItem
+from core.eval.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
@@ -42,7 +43,13 @@ class EvalRequest:
     server_api_key: str | None = field(default=None, repr=False)
     dataset_file: Path | None = None
     chat_url: str | None = None
+    """`--chat-url`: an OpenAI-compatible base URL, or "stub"."""
     llm_api_key: str | None = field(default=None, repr=False)
+    """The `--chat-url` server's key (`ROLLOUT_LLM_API_KEY`); never sent to a rollout."""
+    listener_port: int | None = None
+    """`--listener-port`: the model gateway's fixed port (None: a free one)."""
+    advertise_url: str | None = None
+    """`--advertise-url`: the gateway's base URL as rollouts reach it."""
     limit: int | None = None
     rows: str | None = None
     n: int | None = None
@@ -74,6 +81,8 @@ class EvalPlan:
     batch_size: int | None
     run_name: str
     mode: ServerMode
+    upstream: UpstreamChoice
+    """The model the gateway calls for the rollouts."""
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -117,11 +126,16 @@ def prepare(request: EvalRequest) -> EvalPlan:
             validate_run_name(request.name)
         except RunFolderError as exc:
             problems.append(InputProblem("--name", None, None, str(exc)))
+    upstream: UpstreamChoice | None = None
+    try:
+        upstream = choose_upstream(request.chat_url, config.model_path if config else None)
+    except ValueError as exc:
+        problems.append(InputProblem("--chat-url", None, None, str(exc)))
     rows_spec = request.rows
     positions = _collect(problems, parse_rows_spec, rows_spec) if rows_spec is not None else None
     dataset_path = _dataset_path(request, config, problems)
     dataset = _collect(problems, load_dataset, dataset_path) if dataset_path is not None else None
-    if problems or dataset is None or dataset_path is None:
+    if problems or dataset is None or dataset_path is None or upstream is None:
         raise InputError(problems)
     limit = request.limit if request.limit is not None else config.limit if config else None
     selected = select_rows(dataset.rows, limit=limit, rows=positions)
@@ -144,7 +158,7 @@ def prepare(request: EvalRequest) -> EvalPlan:
         config=config,
         dataset=dataset,
         dataset_name=dataset_name,
-        model_name=config.model_path if config else "osmosis-stub",
+        model_name=config.model_path if config else STUB_MODEL,
         rollout_name=config.rollout if config else DEMO_DATASET_NAME,
         rows=rows,
         items=items,
@@ -163,6 +177,7 @@ def prepare(request: EvalRequest) -> EvalPlan:
         batch_size=config.batch_size if config else None,
         run_name=request.name or default_run_name(stem),
         mode=mode,
+        upstream=upstream,
     )
 
 

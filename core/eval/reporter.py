@@ -20,9 +20,11 @@ def item_line(result: ItemResult, done: int, total: int) -> str:
     reward = "" if result.reward is None else f"reward {result.reward:g}"
     error = "" if result.error_type is None else terminal_safe(result.error_type)[:60]
     duration = "" if result.duration_ms is None else f"{result.duration_ms} ms"
+    tokens = "" if result.tokens is None else f"{result.tokens:,} tok"
     return (
         f"[{done:>{width}}/{total}] row {result.row_index} run {result.run_index}  "
-        f"{result.status:<7}  {reward or error:<24} {duration:>9}  {result.rollout_id[:12]}"
+        f"{result.status:<7}  {reward or error:<24} {duration:>9} {tokens:>10}  "
+        f"{result.rollout_id[:12]}"
     )
 
 

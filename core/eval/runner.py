@@ -41,7 +41,8 @@ RunStatus = Literal["complete", "incomplete", "interrupted"]
 
 @dataclass(frozen=True)
 class RunSettings:
-    chat_completions_url: str
+    chat_completions_url: Callable[[str], str]
+    """A rollout's `chat_completions_url`, by its id: each has its own route in the gateway."""
     llm_api_key: str | None = field(default=None, repr=False)
     concurrency: int = 1
     agent_timeout_sec: float | None = None
@@ -237,7 +238,7 @@ class EvalRunner:
         rollout_id = uuid.uuid4().hex
         options = RequestOptions(
             initial_messages=tuple(row.initial_messages()),
-            chat_completions_url=settings.chat_completions_url,
+            chat_completions_url=settings.chat_completions_url(rollout_id),
             label=row.label,
             metadata=row.metadata,
             grade=row.grade,

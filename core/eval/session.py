@@ -20,8 +20,11 @@ from pathlib import Path
 import httpx
 
 from core.board import RolloutBoard, RolloutRecord
-from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
+from core.eval.embedded import demo_rollout_server
+from core.eval.gateway import ModelGateway
+from core.eval.gateway_errors import GatewayError
 from core.eval.launcher import launched_rollout_server
+from core.eval.model_calls import CallLog
 from core.eval.plan import EvalPlan
 from core.eval.redact import Redactor
 from core.eval.results.durable import describe_os_error, write_json_atomic
@@ -35,6 +38,8 @@ from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers import AllServersDown, ServerPool
 from core.eval.summary import EvalSummary
+from core.eval.upstream_choice import opened_upstream
+from core.eval.upstreams import ambient_secret_values, preflight
 from core.transport import AiohttpTransport
 from core.types import RolloutStatus
 
@@ -57,19 +62,20 @@ class EvalSession:
     ) -> None:
         self.plan = plan
         self.redactor = Redactor([plan.request.llm_api_key, plan.request.server_api_key])
-        self.board = RolloutBoard(
-            stuck_after_sec=plan.request.stuck_after_sec, redact=self.redactor.redact
-        )
+        # Through `_redact`: the redactor learns the gateway's bearer once it exists.
+        self.board = RolloutBoard(stuck_after_sec=plan.request.stuck_after_sec, redact=self._redact)
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
         self.on_notice = on_notice or (lambda _message: None)
         self.pool: ServerPool | None = None
+        self.gateway: ModelGateway | None = None
         self.folder: RunFolder | None = None
         self.total_to_run = 0
         self._runner: EvalRunner | None = None
         self._interrupt: bool | None = None  # requested before the runner existed: cancel?
-        self._startup: asyncio.Future[tuple[str, ServerPool]] | None = None
+        self._startup: asyncio.Future[tuple[ModelGateway, ServerPool]] | None = None
         self._log: RunLog | None = None
+        self._call_log: CallLog | None = None
         # Set when a finished item could not be journaled (a full or read-only disk).
         self._write_problem: str | None = None
         self._stopping: asyncio.Task[None] | None = None
@@ -87,6 +93,9 @@ class EvalSession:
                 self._startup.cancel()
             return
         await self._runner.interrupt(cancel_in_flight=cancel_in_flight)
+
+    def _redact(self, text: str) -> str:
+        return self.redactor.redact(text)
 
     def notice(self, message: str) -> None:
         message = self.redactor.redact(message)
@@ -110,11 +119,14 @@ class EvalSession:
                     Journal.open(folder.events_path, on_warning=self.notice)
                 )
                 transitions = TransitionLog(folder.transitions_path)
+                stack.callback(transitions.close)
+                self._call_log = stack.enter_context(
+                    CallLog(folder.calls_path, origin=transitions.started_at)
+                )
             except OSError as exc:
                 raise RunFolderError(
                     f"cannot write the results in {folder.path}: {describe_os_error(exc)}"
                 ) from exc
-            stack.callback(transitions.close)
             kept = {
                 key: result
                 for key, result in done.items()
@@ -133,6 +145,15 @@ class EvalSession:
             def finished(result: ItemResult) -> None:
                 if result.error_type is not None:  # a server's error text may quote a key
                     result = replace(result, error_type=self.redactor.redact(result.error_type))
+                gateway = self.gateway
+                if gateway is not None:
+                    # The tokens the gateway counted (the rollout's own metrics when it saw
+                    # none); once they are in the result it needs to keep nothing of the
+                    # rollout, which is over.
+                    counted = gateway.tokens_for(result.rollout_id)
+                    if counted is not None:
+                        result = replace(result, tokens=counted)
+                    gateway.forget(result.rollout_id)
                 if self._write_problem is not None:
                     return  # the journal failed before: this item stays pending
                 try:
@@ -179,17 +200,20 @@ class EvalSession:
         todo: list[WorkItem],
         finished: Callable[[ItemResult], None],
     ) -> tuple[RunStatus, str | None]:
-        plan, request = self.plan, self.plan.request
+        plan = self.plan
         # A task of its own, so that an interrupt can end a slow start (a workspace server
         # may take up to 90 s to become healthy).
         startup = asyncio.ensure_future(self._connect(stack, folder))
         self._startup = startup
         try:
-            chat_url, pool = await startup
+            gateway, pool = await startup
         except asyncio.CancelledError:
             if self._interrupt is None:
                 raise
             return "interrupted", None
+        except GatewayError as exc:  # the model cannot be used, or the gateway not bound
+            logger.error("%s", exc)
+            raise
         except AllServersDown as exc:
             return "incomplete", str(exc)
         except Exception as exc:  # a server that could not start: the run cannot begin
@@ -200,8 +224,10 @@ class EvalSession:
             pool=pool,
             board=self.board,
             settings=RunSettings(
-                chat_completions_url=chat_url,
-                llm_api_key=request.llm_api_key,
+                chat_completions_url=gateway.chat_completions_url,
+                # Always the run's own bearer: a rollout never sees the model's key, and one
+                # that insists on a key (an official server) has one.
+                llm_api_key=gateway.api_key,
                 concurrency=self._concurrency(pool),
                 agent_timeout_sec=plan.agent_timeout_sec,
                 grader_timeout_sec=plan.grader_timeout_sec,
@@ -214,8 +240,11 @@ class EvalSession:
         outcome = await runner.run()
         return outcome.status, outcome.problem
 
-    async def _connect(self, stack: AsyncExitStack, folder: RunFolder) -> tuple[str, ServerPool]:
-        """Start or reach the servers; the chat URL and the pool, every server probed once."""
+    async def _connect(
+        self, stack: AsyncExitStack, folder: RunFolder
+    ) -> tuple[ModelGateway, ServerPool]:
+        """Start the model gateway, then start or reach the servers; the gateway and the
+        pool, every server probed once."""
         http = await stack.enter_async_context(
             httpx.AsyncClient(
                 transport=AiohttpTransport(limits=EVAL_HTTP_LIMITS),
@@ -225,7 +254,8 @@ class EvalSession:
                 timeout=httpx.Timeout(30.0, read=None),
             )
         )
-        chat_url, urls = await self._servers(stack, folder, http)
+        gateway = await self._start_gateway(stack)
+        urls = await self._servers(stack, folder, http)
         pool = ServerPool.connect(
             list(urls), http_client=http, api_key=self.plan.request.server_api_key
         )
@@ -235,22 +265,54 @@ class EvalSession:
         )
         self.pool = pool
         await pool.probe_all()
-        return chat_url, pool
+        return gateway, pool
+
+    async def _start_gateway(self, stack: AsyncExitStack) -> ModelGateway:
+        """The run's model, checked by a preflight call, behind the run's gateway.
+
+        Raises `PreflightError` when the model cannot be used (the run stops before any
+        rollout; a passing problem, such as a rate limit, is only a notice), and
+        `GatewayError` when the gateway's port cannot be bound.
+        """
+        plan, request = self.plan, self.plan.request
+        log, calls = self._log, self._call_log
+        assert log is not None and calls is not None
+        upstream, forwarded = await stack.enter_async_context(
+            opened_upstream(plan.upstream, api_key=request.llm_api_key)
+        )
+        # The provider keys (as the environment holds them now) are masked everywhere.
+        self.redactor = self.redactor.with_secrets([*upstream.secrets, *ambient_secret_values()])
+        log.redactor = self.redactor
+        log.write(f"model: {plan.upstream.describe()}; preflight call")
+        warning = await preflight(upstream)  # logged by preflight itself
+        if warning is not None:
+            self.on_notice(self.redactor.redact(warning))
+        gateway = ModelGateway(
+            upstream,
+            listener_port=request.listener_port,
+            advertise_url=request.advertise_url,
+            redact=self._redact,
+            on_call_start=(self.board.call_started,),
+            on_call_end=(self.board.call_ended, calls.append),
+            forward_headers=forwarded,
+        )
+        self.redactor = self.redactor.with_secrets([gateway.api_key])
+        log.redactor = self.redactor
+        await stack.enter_async_context(gateway)
+        advertised = f", advertised as {request.advertise_url}" if request.advertise_url else ""
+        log.write(f"model gateway on {gateway.base_url}{advertised}")
+        self.gateway = gateway
+        return gateway
 
     async def _servers(
         self, stack: AsyncExitStack, folder: RunFolder, http: httpx.AsyncClient
-    ) -> tuple[str, tuple[str, ...]]:
+    ) -> tuple[str, ...]:
         plan, request = self.plan, self.plan.request
-        chat_url: str = (
-            request.chat_url
-            if request.chat_url
-            else await stack.enter_async_context(stub_chat_endpoint())
-        )
         if plan.mode == "servers":
-            return chat_url, request.servers
+            return request.servers
         if plan.mode == "embedded":
             url = await stack.enter_async_context(demo_rollout_server())
-            return chat_url, (url,)
+            return (url,)
         config = plan.config
         assert config is not None
         log = self._log
@@ -267,7 +329,7 @@ class EvalSession:
                 api_key=request.server_api_key,
             )
         )
-        return chat_url, (url,)
+        return (url,)
 
     def _concurrency(self, pool: ServerPool) -> int:
         """--max-in-flight, else batch_size, else the servers' capacity, else 1; capped by it."""

@@ -222,7 +222,7 @@ def test_a_model_call_shows_in_flight_then_ends_with_its_tokens_and_cost() -> No
     activity = board.records["r1"].model
     assert board.take_changes().ids == {"r1"}  # repainted while it runs
     assert (activity.calls, activity.waiting_since, activity.latest()) == (1, 11.0, call)
-    assert activity.tokens is None and activity.last_ended_at is None
+    assert (activity.tokens, activity.last_ended_at) == (None, None)
     board.call_ended(ended(call, 12.5, total_tokens=19, cost_usd=0.25, reply_text="6"))
     assert board.take_changes().ids == {"r1"}
     assert activity.in_flight == {} and activity.waiting_since is None

@@ -50,10 +50,25 @@ def test_full_demo_headless(full_demo_run: tuple[RunningEval, Path]) -> None:
     errors = Counter(r.get("error_type") for r in index if r["status"] == "failed")
     assert errors == {"agent_error": DEMO_DESIGN.chat_error, "timeout": DEMO_DESIGN.timeout}
 
+    # Every rollout called the model once, through the gateway: answered, failed on purpose,
+    # or abandoned when its row's own budget ran out.
+    calls = read_jsonl(folder / "calls.jsonl")
+    assert Counter(c["rollout_id"] for c in calls) == Counter(e["rollout_id"] for e in events)
+    assert Counter(c.get("status") for c in calls) == {
+        200: DEMO_DESIGN.succeeded,
+        502: DEMO_DESIGN.chat_error,
+        None: DEMO_DESIGN.timeout,
+    }
+    # An answered call's tokens are its item's tokens (the stub model reports usage).
+    answered = {c["rollout_id"]: c["total_tokens"] for c in calls if c.get("status") == 200}
+    assert all(tokens > 0 for tokens in answered.values())
+    assert {e["rollout_id"]: e["tokens"] for e in events if e["status"] == "success"} == answered
+
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["eval_run"]["status"] == "completed"
     assert metrics["eval_run"]["dataset_name"] == "demo"
     numbers = metrics["summary"]
+    assert numbers["tokens_used"] == sum(answered.values())
     assert numbers["total_samples"] == total
     assert numbers["failed"] == DEMO_DESIGN.failed
     assert numbers["passed"] == DEMO_DESIGN.passed

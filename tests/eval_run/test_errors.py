@@ -190,5 +190,7 @@ def test_workspace_without_its_entrypoint_says_which_server_to_give(
     assert "configs/eval.toml: experiment.entrypoint: entrypoint not found" in missing.stderr
     assert "or give --server" in missing.stderr
     # With --server the workspace server is not needed, so its absence is no problem.
-    served = run_eval("configs/eval.toml", "--server", demo_server.url, cwd=workspace)
+    served = run_eval(
+        "configs/eval.toml", "--server", demo_server.url, "--chat-url", "stub", cwd=workspace
+    )
     assert served.returncode == 0, served.stderr

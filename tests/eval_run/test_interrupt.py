@@ -21,7 +21,9 @@ def start_and_wait_for_slow_rows(
 ) -> tuple[RunningEval, Path, set[str]]:
     """An eval of fast rows then slow ones, two at a time, once both slots run slow rows;
     the ids of those two rollouts."""
-    rows = [*multiply_rows(FAST_ROWS), *multiply_rows(SLOW_ROWS, metadata={"stub": "slow:20"})]
+    # The slow rows sleep before they call the model: one left running when the eval has gone
+    # (and its model gateway with it) is still running, not failing on a model call.
+    rows = [*multiply_rows(FAST_ROWS), *multiply_rows(SLOW_ROWS, metadata={"sleep": 20})]
     dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
     folder = run_folder(tmp_path, name)
     running_eval = start_eval(
@@ -88,16 +90,8 @@ def test_ctrl_c_cancels_in_flight_rollouts_and_keeps_results(
 def test_ctrl_c_with_on_interrupt_leave_leaves_them_running(
     tmp_path: Path, demo_server: ServedDemo
 ) -> None:
-    # The server's own chat endpoint: the eval's goes away with it, and the rollouts it
-    # leaves behind need one to keep running.
     run, folder, running = start_and_wait_for_slow_rows(
-        tmp_path,
-        demo_server,
-        "leave",
-        "--on-interrupt",
-        "leave",
-        "--chat-url",
-        demo_server.chat_url,
+        tmp_path, demo_server, "leave", "--on-interrupt", "leave"
     )
     run.send_signal(signal.SIGINT)
     _, stderr = run.finish()

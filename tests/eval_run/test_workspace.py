@@ -14,6 +14,9 @@ from tests.eval_run.command import alive, run_eval, start_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
 from tests.polling import eventually_sync
 
+# The workspace's model_path is a real provider's: its rollouts talk to the stub model instead.
+STUB = ("--chat-url", "stub")
+
 
 def server_pids(logs: str) -> list[int]:
     """The pids the workspace entrypoints print at start-up (see workspace/rollouts/)."""
@@ -45,7 +48,9 @@ def check_launched_run(workspace: Path, result_stdout: str, name: str) -> None:
 
 
 def test_workspace_rollout_server_is_launched_used_and_stopped(workspace: Path) -> None:
-    result = run_eval("configs/eval.toml", "--headless", "--json", "--name", "ws", cwd=workspace)
+    result = run_eval(
+        "configs/eval.toml", *STUB, "--headless", "--json", "--name", "ws", cwd=workspace
+    )
     assert result.returncode == 0, result.stderr
     check_launched_run(workspace, result.stdout, "ws")
     assert not (workspace / "rollouts" / "multiply" / ".osmosis").exists()
@@ -68,7 +73,7 @@ def test_entrypoint_that_exits_at_once_is_a_clear_error(workspace: Path) -> None
     entrypoint.write_text(
         "print('cannot start: no model configured', flush=True)\nraise SystemExit(3)\n"
     )
-    result = run_eval("configs/eval.toml", "--headless", "--name", "gone", cwd=workspace)
+    result = run_eval("configs/eval.toml", *STUB, "--headless", "--name", "gone", cwd=workspace)
     assert result.returncode == 1
     assert "the rollout server exited with status 3 before it was healthy" in result.stdout
     folder = run_folder(workspace, "gone")
@@ -83,7 +88,7 @@ def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> N
         "print(f'slow server pid {os.getpid()}: warming up', flush=True)\n"
         "time.sleep(120)\n"
     )
-    run = start_eval("configs/eval.toml", "--name", "early", cwd=workspace)
+    run = start_eval("configs/eval.toml", *STUB, "--name", "early", cwd=workspace)
     logs = run_folder(workspace, "early") / "logs.txt"
     pids = eventually_sync(
         lambda: server_pids(logs.read_text()) if logs.exists() else [], "the server pid"
@@ -102,7 +107,8 @@ def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> N
 def test_second_ctrl_c_does_not_leave_the_workspace_server_running(workspace: Path) -> None:
     dataset = write_jsonl(workspace / "slow.jsonl", multiply_rows(2, metadata={"sleep": 60}))
     run = start_eval(
-        *("configs/eval.toml", "--dataset-file", str(dataset), "--name", "hard"), cwd=workspace
+        *("configs/eval.toml", *STUB, "--dataset-file", str(dataset), "--name", "hard"),
+        cwd=workspace,
     )
     folder = run_folder(workspace, "hard")
 
@@ -135,6 +141,7 @@ def test_workspace_on_the_official_rollout_server(workspace: Path, official_pyth
     # launches (with the current interpreter) has the official osmosis_ai package.
     result = run_eval(
         "configs/official.toml",
+        *STUB,
         "--headless",
         "--json",
         "--name",

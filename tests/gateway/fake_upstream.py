@@ -62,6 +62,17 @@ def error(status: int, message: str, **headers: str) -> Answer:
     )
 
 
+def quoting_the_key(status: int) -> Callable[[Seen], Answer]:
+    """A `respond` refusing every call with `status` and quoting back the key it was sent, as
+    some providers do; it asks not to be retried, so that a test stays quick."""
+
+    def respond(seen: Seen) -> Answer:
+        given = seen.headers.get("authorization", "").removeprefix("Bearer ")
+        return error(status, f"Incorrect API key provided: {given}", **{"x-should-retry": "false"})
+
+    return respond
+
+
 @dataclass
 class Seen:
     body: dict[str, Any]

@@ -3,7 +3,7 @@ in-process eval session against them: `osmosis-tui eval --server ...` without th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,14 +70,21 @@ class SessionRun:
 
 
 async def run_session(
-    tmp_path: Path, rows: list[dict[str, Any]] | Path, **request: Any
+    tmp_path: Path,
+    rows: list[dict[str, Any]] | Path,
+    *,
+    before_run: Callable[[EvalSession], None] | None = None,
+    **request: Any,
 ) -> SessionRun:
-    """`osmosis-tui eval --server ...` without the subprocess: prepare, run, summarise."""
+    """`osmosis-tui eval --server ...` without the subprocess: prepare, run, summarise.
+    `before_run` sees the session before it starts (to hook into its board)."""
     dataset = rows if isinstance(rows, Path) else write_jsonl(tmp_path / "rows.jsonl", rows)
     request.setdefault("output", tmp_path / "out")
     request.setdefault("name", "run")
     plan = prepare(EvalRequest(dataset_file=dataset, **request))
     notices: list[str] = []
     session = EvalSession(plan, on_notice=notices.append)
+    if before_run is not None:
+        before_run(session)
     summary = await session.run()
     return SessionRun(summary, session, notices)

@@ -88,12 +88,12 @@ def test_hostile_rows_reach_the_server_verbatim_and_the_terminal_escaped(tmp_pat
     with threaded_server(lambda: serve_in_loop(hostile_server(seen))) as url:
         result = run_eval(
             *("--server", url, "--dataset-file", str(dataset), "--name", "hostile"),
-            *("--chat-url", "http://127.0.0.1:9/v1", "--max-in-flight", "1"),
+            *("--chat-url", "stub", "--max-in-flight", "1"),
             cwd=tmp_path,
         )
         as_json = run_eval(
             *("--server", url, "--dataset-file", str(dataset), "--name", "hostile-json"),
-            *("--chat-url", "http://127.0.0.1:9/v1", "--json"),
+            *("--chat-url", "stub", "--json"),
             cwd=tmp_path,
         )
     assert result.returncode == 0, result.stderr

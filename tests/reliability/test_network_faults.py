@@ -20,7 +20,7 @@ from core import handle as handle_module
 from core.handle import describe_error
 from server_stub import LocalBackend, create_rollout_server
 from tests.eval_run.files import multiply_rows, read_jsonl
-from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
+from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.reliability.proxy import proxy_to
 from tests.server.plugins import Echo, ExactMatch
 
@@ -120,7 +120,6 @@ async def client_cancel(url: str, rollout_id: str) -> None:
 async def test_an_eval_through_a_flaky_network_finishes_every_item_once(tmp_path: Path) -> None:
     rows = 30
     async with (
-        chat_endpoint() as chat_url,
         rollout_server(demo_app(max_concurrent=6)) as direct,
         proxy_to(direct) as proxy,
     ):
@@ -142,7 +141,7 @@ async def test_an_eval_through_a_flaky_network_finishes_every_item_once(tmp_path
             tmp_path,
             multiply_rows(rows, metadata={"stub": "slow:0.6"}),
             servers=(proxy.url,),
-            chat_url=chat_url,
+            chat_url="stub",
             max_in_flight=6,
         )
         cuts = await asyncio.wait_for(flaking, 10)

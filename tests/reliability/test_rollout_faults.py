@@ -12,12 +12,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core.eval import EvalSession
+from core.eval.gateway_errors import PreflightError
 from core.eval.launcher import free_port
 from server_stub import Grader, GraderContext
-from server_stub.llm_behaviour import StubChatSettings
-from server_stub.llm_latency import FixedLatency
 from tests.eval_run.files import multiply_rows, read_jsonl
 from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
+from tests.reliability.proxy import proxy_to
 from tests.server.plugins import Echo
 
 
@@ -25,24 +28,56 @@ def outcomes(folder: Path) -> Counter[tuple[str, str | None]]:
     return Counter((e["status"], e.get("error_type")) for e in read_jsonl(folder / "events.jsonl"))
 
 
-async def test_chat_endpoint_down_fails_every_rollout_as_agent_error_and_the_run_ends(
+async def test_a_model_down_from_the_start_stops_the_run_before_any_rollout(
     tmp_path: Path,
 ) -> None:
     nobody = f"http://127.0.0.1:{free_port()}/v1"
-    async with rollout_server(demo_app()) as url:
-        run = await run_session(tmp_path, multiply_rows(6), servers=(url,), chat_url=nobody)
+    app = demo_app()
+    async with rollout_server(app) as url:
+        with pytest.raises(PreflightError) as refused:
+            await run_session(tmp_path, multiply_rows(6), servers=(url,), chat_url=nobody)
+    assert f"cannot reach the model at {nobody}/chat/completions" in str(refused.value)
+    assert not app.state.rollout_futures, "no rollout was sent"
+    assert read_jsonl(tmp_path / "out" / "run" / "events.jsonl") == []
+
+
+async def test_the_model_going_down_mid_run_fails_every_rollout_as_agent_error(
+    tmp_path: Path,
+) -> None:
+    async with (
+        chat_endpoint() as chat_url,
+        proxy_to(chat_url.removesuffix("/v1")) as proxy,
+        rollout_server(demo_app()) as url,
+    ):
+
+        def cut_the_model_off(session: EvalSession) -> None:
+            # The preflight has passed once the first rollout is on the board.
+            def on_transition(*_: object) -> None:
+                proxy.mode = "drop"
+                proxy.cut()
+
+            session.board.transition_listeners.append(on_transition)
+
+        run = await run_session(
+            tmp_path,
+            multiply_rows(6),
+            servers=(url,),
+            chat_url=f"{proxy.url}/v1",
+            before_run=cut_the_model_off,
+        )
     assert run.summary.status == "complete"  # every item finished, if badly
     assert outcomes(run.folder) == {("failed", "agent_error"): 6}
     assert run.summary.problem is None
     messages = [r.latest_result.err_message for r in run.session.board if r.latest_result]
-    assert all("ConnectError" in (m or "") or "connect" in (m or "").lower() for m in messages)
+    assert len(messages) == 6
+    assert all("HTTP 502: cannot reach the model at" in (m or "") for m in messages), messages
 
 
 async def test_a_slow_chat_endpoint_times_out_the_slow_rows_only(tmp_path: Path) -> None:
     rows = [*multiply_rows(4), *multiply_rows(3, metadata={"stub": "slow:5"})]
-    async with chat_endpoint() as chat_url, rollout_server(demo_app()) as url:
+    async with rollout_server(demo_app()) as url:
         run = await run_session(
-            tmp_path, rows, servers=(url,), chat_url=chat_url, agent_timeout_sec=0.5
+            tmp_path, rows, servers=(url,), chat_url="stub", agent_timeout_sec=0.5
         )
     assert run.summary.status == "complete"
     assert outcomes(run.folder) == {("success", None): 4, ("failed", "timeout"): 3}
@@ -57,16 +92,13 @@ async def test_a_slow_chat_endpoint_times_out_the_slow_rows_only(tmp_path: Path)
 async def test_an_endpoint_slower_than_every_deadline_still_lets_the_run_finish(
     tmp_path: Path,
 ) -> None:
-    async with (
-        chat_endpoint(StubChatSettings(latency=FixedLatency(30.0))) as chat_url,
-        rollout_server(demo_app()) as url,
-    ):
+    async with rollout_server(demo_app()) as url:
         run = await asyncio.wait_for(
             run_session(
                 tmp_path,
-                multiply_rows(5),
+                multiply_rows(5, metadata={"stub": "slow:30"}),
                 servers=(url,),
-                chat_url=chat_url,
+                chat_url="stub",
                 agent_timeout_sec=0.3,
                 grader_timeout_sec=0.3,
             ),
@@ -111,7 +143,7 @@ async def test_graders_that_raise_or_hang_fail_with_their_category_and_the_run_g
                 tmp_path,
                 grader_rows(*modes),
                 servers=(url,),
-                chat_url="http://127.0.0.1:9/v1",
+                chat_url="stub",
                 agent_timeout_sec=5,
                 grader_timeout_sec=0.3,
                 max_in_flight=4,

@@ -1,10 +1,11 @@
 """Nobody let in, nothing leaked (issue 7 §4).
 
 Already proven elsewhere: bearer auth guards every route (tests/server/test_protocol.py); the
-LLM key and the server key reach their servers and no file or terminal output of a run
-(tests/eval_run/test_secrets.py); the dashboard export of an ordinary failure holds no key
-(tests/tui/test_actions.py); a symlinked entrypoint is refused (tests/eval_run/
-test_workspace.py); results files are 0600 (tests/eval_results/, one test file per file kind).
+LLM key and the server key reach their servers, and neither they nor the run's gateway bearer
+reach any file or terminal output of a run (tests/eval_run/test_secrets.py); the dashboard
+export of an ordinary failure holds no key (tests/tui/test_actions.py); a symlinked entrypoint
+is refused (tests/eval_run/test_workspace.py); results files are 0600 (tests/eval_results/,
+one test file per file kind).
 """
 
 from __future__ import annotations
@@ -25,12 +26,10 @@ from typing import Any
 import httpx
 import pytest
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.export import export_row
+from core.eval.gateway_errors import PreflightError
 from core.eval.launcher import LaunchError, resolve_entrypoint, rollout_command
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.llm import create_chat_app
@@ -39,6 +38,7 @@ from server_stub.standalone import is_loopback
 from tests.eval_run.command import child_env, osmosis
 from tests.eval_run.files import multiply_rows
 from tests.eval_run.servers import ServedDemo
+from tests.gateway.fake_upstream import FakeUpstream, quoting_the_key
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch
 from tui.cli import build_parser
@@ -203,40 +203,67 @@ async def test_the_stub_chat_endpoint_compares_its_key_in_constant_time(
 # -- keys in error messages, the board and the dashboard export ----------------------------------
 
 
-def echoing_gateway() -> Starlette:
-    """A chat gateway that refuses every key and quotes it back, as some providers do."""
-
-    async def chat(request: Request) -> JSONResponse:
-        given = request.headers.get("authorization", "")
-        message = f"Incorrect API key provided: {given.removeprefix('Bearer ')}"
-        return JSONResponse({"error": {"message": message, "code": "invalid_api_key"}}, 401)
-
-    return Starlette(routes=[Route("/{path:path}", chat, methods=["POST"])])
+def echoing_upstream(status: int) -> Starlette:
+    """A model that refuses every call with `status`, quoting the key it got."""
+    fake = FakeUpstream()
+    fake.respond = quoting_the_key(status)
+    return fake.app
 
 
-async def test_a_gateway_quoting_the_key_back_leaks_it_nowhere(tmp_path: Path) -> None:
+def run_texts(folder: Path) -> list[str]:
+    return [path.read_text() for path in folder.rglob("*") if path.is_file()]
+
+
+async def test_a_model_quoting_the_key_back_leaks_it_nowhere(tmp_path: Path) -> None:
     app = demo_app()
-    async with serve_in_loop(echoing_gateway()) as gateway, rollout_server(app) as url:
+    async with serve_in_loop(echoing_upstream(429)) as model, rollout_server(app) as url:
+        # A rate limit: the preflight only warns, and every rollout's call fails.
         run = await run_session(
             tmp_path,
             multiply_rows(3),
             servers=(url,),
-            chat_url=f"{gateway}/v1",
+            chat_url=f"{model}/v1",
             llm_api_key=LLM_KEY,
         )
     assert run.summary.count("failed") == 3
+    assert any("model preflight for 'osmosis-stub': rate limited" in n for n in run.notices)
     board = list(run.session.board)
-    messages = [r.latest_result.err_message for r in board if r.latest_result]
-    # The server's own result does quote the key (it is the gateway's text) ...
+    messages = [r.latest_result.err_message or "" for r in board if r.latest_result]
+    # The model's text reaches the rollout through the gateway, the key in it masked ...
     assert len(messages) == 3
-    assert all(
-        m == "chat endpoint answered HTTP 401: Incorrect API key provided: ***" for m in messages
-    )
-    # ... but the board only ever holds it masked, so nothing drawn or exported has it.
+    assert all(m.startswith("chat endpoint answered HTTP 429: ") for m in messages), messages
+    assert all("Incorrect API key provided: ***" in m for m in messages), messages
+    # ... and the gateway's records of the calls hold it masked too.
+    calls = [r.model.recent[-1] for r in board]
+    assert all("Incorrect API key provided: ***" in (c.error or "") for c in calls)
+    # Nothing drawn, exported or written has it.
     exported = [export_row(record, run.session.board.started_at) for record in board]
-    texts = [repr(row) for row in exported]
-    texts += [path.read_text() for path in run.folder.rglob("*") if path.is_file()]
-    texts += run.notices
+    texts = [repr(row) for row in exported] + [repr(c) for c in calls]
+    texts += run_texts(run.folder) + run.notices
+    assert any("Incorrect API key provided: ***" in text for text in run_texts(run.folder))
+    for text in texts:
+        assert LLM_KEY not in text
+
+
+async def test_a_model_refusing_the_key_stops_the_run_with_the_key_masked(
+    tmp_path: Path,
+) -> None:
+    app = demo_app()
+    async with serve_in_loop(echoing_upstream(401)) as model, rollout_server(app) as url:
+        with pytest.raises(PreflightError) as refused:
+            await run_session(
+                tmp_path,
+                multiply_rows(3),
+                servers=(url,),
+                chat_url=f"{model}/v1",
+                llm_api_key=LLM_KEY,
+            )
+    message = str(refused.value)
+    assert message.startswith("model preflight for 'osmosis-stub' failed (HTTP 401): ")
+    assert "Incorrect API key provided: ***" in message
+    assert not app.state.rollout_futures, "no rollout was sent"
+    texts = [message, *run_texts(tmp_path / "out" / "run")]
+    assert any("Incorrect API key provided: ***" in text for text in texts[1:]), "logged"
     for text in texts:
         assert LLM_KEY not in text
 
@@ -248,9 +275,7 @@ async def test_results_and_logs_are_private_whatever_the_umask(tmp_path: Path) -
     previous = os.umask(0)  # the most permissive a user could have
     try:
         async with rollout_server(demo_app()) as url:
-            run = await run_session(
-                tmp_path, multiply_rows(2), servers=(url,), chat_url="http://127.0.0.1:9/v1"
-            )
+            run = await run_session(tmp_path, multiply_rows(2), servers=(url,), chat_url="stub")
     finally:
         os.umask(previous)
     folder = run.folder
@@ -264,6 +289,7 @@ async def test_results_and_logs_are_private_whatever_the_umask(tmp_path: Path) -
             "index.jsonl",
             "metrics.json",
             "logs.txt",
+            "calls.jsonl",
         ],
         0o600,
     )

@@ -34,7 +34,7 @@ from tests.eval_run.command import start_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
 from tests.eval_run.servers import start_served_demo
 from tests.polling import eventually, eventually_sync
-from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
+from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.reliability.proxy import proxy_to
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -178,7 +178,7 @@ async def test_an_eval_on_a_server_that_never_answers_admission_stops_with_the_d
     monkeypatch.setattr(servers_module, "ADMISSION_TIMEOUT_SEC", 0.5)
     async with raw_server(health_then_silence("p-1")) as url:
         started = time.monotonic()
-        run = await run_session(tmp_path, multiply_rows(3), servers=(url,), chat_url=url)
+        run = await run_session(tmp_path, multiply_rows(3), servers=(url,), chat_url="stub")
     assert time.monotonic() - started < 20
     summary = run.summary
     assert summary.status == "incomplete"
@@ -200,7 +200,7 @@ async def test_an_eval_on_a_server_that_never_answers_health_says_so(
     monkeypatch.setattr(servers_module, "HEALTH_TIMEOUT_SEC", 0.5)
     async with raw_server(silent) as url:
         started = time.monotonic()
-        run = await run_session(tmp_path, multiply_rows(2), servers=(url,), chat_url=url)
+        run = await run_session(tmp_path, multiply_rows(2), servers=(url,), chat_url="stub")
     assert time.monotonic() - started < 20
     assert run.summary.status == "incomplete"
     assert run.summary.problem == (
@@ -215,7 +215,6 @@ async def test_an_eval_whose_only_server_stays_down_stops_after_the_grace(
     rows = multiply_rows(12, metadata={"stub": "slow:0.3"})
     events_path = tmp_path / "out" / "run" / "events.jsonl"
     async with (
-        chat_endpoint() as chat_url,
         rollout_server(demo_app(max_concurrent=2)) as direct,
         proxy_to(direct) as proxy,
     ):
@@ -229,7 +228,7 @@ async def test_an_eval_whose_only_server_stays_down_stops_after_the_grace(
         crash = asyncio.ensure_future(crash_after_two())
         started = time.monotonic()
         run = await run_session(
-            tmp_path, rows, servers=(proxy.url,), chat_url=chat_url, max_in_flight=2
+            tmp_path, rows, servers=(proxy.url,), chat_url="stub", max_in_flight=2
         )
         await crash
     assert time.monotonic() - started < 30
@@ -305,7 +304,6 @@ async def test_a_restart_seen_first_by_the_health_watcher_still_requeues_the_los
     rows = 16
     events_path = tmp_path / "out" / "run" / "events.jsonl"
     async with (
-        chat_endpoint() as chat_url,
         rollout_server(demo_app(max_concurrent=4)) as old,
         rollout_server(demo_app(max_concurrent=4)) as new,
         proxy_to(old) as proxy,
@@ -323,7 +321,7 @@ async def test_a_restart_seen_first_by_the_health_watcher_still_requeues_the_los
             tmp_path,
             multiply_rows(rows, metadata={"stub": "slow:0.5"}),
             servers=(proxy.url,),
-            chat_url=chat_url,
+            chat_url="stub",
             max_in_flight=4,
         )
         await restart

@@ -5,8 +5,9 @@ Every rollout is accounted for exactly once in the results, the failures are the
 where the first left them. CI: 2 × 300 rollouts at 100 in flight; `make soak`
 (OSMOSIS_SOAK=full): 2 × 5,000 at 200 in flight. The figures are printed (pytest -s).
 
-The eval, the rollout server and the chat endpoint share this process and its event loop, so
-the measurements cover all three.
+The eval (with its model gateway), the rollout server and the stub model share this process and
+its event loop, so the measurements cover all of them. Every 20th row asks the stub model for an
+error (the eval's stub is called without retries), so the failures are known in advance.
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from server_stub.demo import aclose_chat_client
-from server_stub.llm import create_chat_app
-from server_stub.llm_behaviour import StubChatSettings
-from server_stub.llm_latency import UniformLatency
-from server_stub.serving import serve_in_loop
 from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
 from tests.polling import eventually
 from tests.reliability.counts import FULL, scaled
@@ -36,7 +33,7 @@ from tests.reliability.in_process import demo_app, rollout_server, run_session
 
 ROLLOUTS = scaled(300, 5000)
 IN_FLIGHT = scaled(100, 200)
-ERROR_RATE = 0.05
+ERROR_EVERY = 20  # rows: 5 % chat failures
 RETENTION_SEC = 0.5
 # Allowed growth from the end of the first batch to the end of the second. Live Python objects
 # are the precise measure (a batch's board alone holds ~30 objects per rollout); RSS also moves
@@ -102,27 +99,24 @@ async def test_soak_every_rollout_once_and_no_growth_after(tmp_path: Path) -> No
 
 
 async def soak(tmp_path: Path) -> None:
-    settings = StubChatSettings(latency=UniformLatency(0.0, 0.05), error_rate=ERROR_RATE, seed=7)
     app = demo_app(max_concurrent=IN_FLIGHT, result_retention_sec=RETENTION_SEC)
     registry = app.state.rollout_server.registry
     figures: list[str] = []
     measures: list[tuple[int, int, int]] = []
-    chat = create_chat_app(settings)
-    async with (
-        serve_in_loop(chat) as chat_base,
-        rollout_server(app) as url,
-    ):
-        chat_url = f"{chat_base}/v1"
+    rows = [
+        {**row, "metadata": {"stub": "error"}} if index % ERROR_EVERY == 0 else row
+        for index, row in enumerate(multiply_rows(ROLLOUTS))
+    ]
+    async with rollout_server(app) as url:
         measures.append(await settle(registry))
         for batch in (1, 2):
-            dataset = write_jsonl(tmp_path / f"rows-{batch}.jsonl", multiply_rows(ROLLOUTS))
-            requests_before, errors_before = chat.state.stats.requests, chat.state.stats.errors
+            dataset = write_jsonl(tmp_path / f"rows-{batch}.jsonl", rows)
             started = time.monotonic()
             run = await run_session(
                 tmp_path,
                 dataset,
                 servers=(url,),
-                chat_url=chat_url,
+                chat_url="stub",
                 max_in_flight=IN_FLIGHT,
                 name=f"soak-{batch}",
             )
@@ -137,20 +131,20 @@ async def soak(tmp_path: Path) -> None:
             outcomes = Counter((e["status"], e.get("error_type")) for e in events)
             assert set(outcomes) <= {("success", None), ("failed", "agent_error")}, outcomes
             failed = outcomes[("failed", "agent_error")]
-            assert 0.02 * ROLLOUTS <= failed <= 0.09 * ROLLOUTS, outcomes
+            assert failed == len(range(0, ROLLOUTS, ERROR_EVERY)), outcomes
             index = read_jsonl(run.folder / "index.jsonl")
             assert len(index) == ROLLOUTS and not [r for r in index if r["status"] == "pending"]
+            # One model call per rollout; each injected chat error failed exactly its rollout.
+            calls = read_jsonl(run.folder / "calls.jsonl")
+            assert Counter(c["rollout_id"] for c in calls) == Counter(
+                e["rollout_id"] for e in events
+            )
+            assert Counter(c["status"] for c in calls) == {200: ROLLOUTS - failed, 502: failed}
             del run, summary
             measures.append(await settle(registry))
             figures.append(
                 f"batch {batch}: {ROLLOUTS} rollouts at {IN_FLIGHT} in flight in {elapsed:.1f} s "
                 f"({ROLLOUTS / elapsed:.0f}/s), {failed} chat failures"
-            )
-            # One chat call per rollout; each injected chat error failed exactly its rollout.
-            stats = chat.state.stats
-            assert (stats.requests - requests_before, stats.errors - errors_before) == (
-                ROLLOUTS,
-                failed,
             )
     (rss0, objects0, sockets0), (rss1, objects1, sockets1), (rss2, objects2, sockets2) = measures
     figures.append(

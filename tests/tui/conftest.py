@@ -20,21 +20,26 @@ from core.eval import EvalRequest, prepare
 from server_stub import AgentWorkflowConfig, ConcurrencyConfig, LocalBackend, create_rollout_server
 from server_stub.serving import serve_in_loop
 from tests.server.plugins import Echo, ExactMatch
-from tests.tui.helpers import DUMMY_CHAT_URL, Live, LiveFactory
+from tests.tui.helpers import CHAT_URL, Live, LiveFactory
 from tui.sources.live import EvalSource
 
 
 @pytest.fixture
 def live_eval(tmp_path: Path) -> LiveFactory:
-    """`async with live_eval(rows, **request) as live:` serves a fresh server_stub and
-    prepares an eval of `rows` against it (the app is created by the test)."""
+    """`async with live_eval(rows, **request) as live:` serves a fresh server_stub (running
+    Echo, or `workflow=`) and prepares an eval of `rows` against it (the app is created by
+    the test)."""
 
     @asynccontextmanager
     async def start(
-        rows: list[dict[str, Any]], *, result_wait: float = 0.3, **request: Any
+        rows: list[dict[str, Any]],
+        *,
+        result_wait: float = 0.3,
+        workflow: Any = Echo,
+        **request: Any,
     ) -> AsyncIterator[Live]:
         backend = LocalBackend(
-            workflow=Echo,
+            workflow=workflow,
             grader=ExactMatch,
             workflow_config=AgentWorkflowConfig(
                 name="echo", concurrency=ConcurrencyConfig(max_concurrent=16)
@@ -55,7 +60,7 @@ def live_eval(tmp_path: Path) -> LiveFactory:
                     servers=(url,),
                     dataset_file=dataset,
                     output=tmp_path / "out",
-                    chat_url=DUMMY_CHAT_URL,
+                    chat_url=CHAT_URL,
                     name="live",
                     **{"max_in_flight": 8, **request},
                 )

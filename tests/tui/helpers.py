@@ -23,8 +23,8 @@ from tui.app import DashboardApp, create_app
 from tui.sources.live import EvalSource
 from tui.widgets.event_log import EventLog
 
-# The Echo workflow needs no chat endpoint; the request still carries a URL.
-DUMMY_CHAT_URL = "http://127.0.0.1:9/v1"
+# The Echo workflow calls no model; the in-process stub still answers the run's preflight.
+CHAT_URL = "stub"
 SIZE = (150, 40)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList
@@ -166,7 +167,12 @@ async def test_rerun_of_a_finished_row_creates_a_new_id(live_eval: LiveFactory) 
             again = next(r for r in board if r.row_index == 0 and r is not original)
             assert again.rollout_id != original.rollout_id
             assert again.row_index == original.row_index == 0
-            assert again.options == original.options
+            # The same request, with the gateway's route of the new id for the model.
+            assert again.options is not None and original.options is not None
+            assert again.options.chat_completions_url.endswith(f"/v1/rollouts/{again.rollout_id}")
+            assert replace(again.options, chat_completions_url="") == replace(
+                original.options, chat_completions_url=""
+            )
             await until(pilot, lambda: live.server_status(again.rollout_id) == "success")
             await until(pilot, lambda: app.table.cursor_id == again.rollout_id)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from core.board import RequestOptions
 from core.eval import EvalPlan, EvalSession, EvalSummary
+from core.eval.gateway_errors import GatewayError
 from core.eval.results.records import ItemResult
 from tui.sources.base import NewRollout, Progress, ServerView
 
@@ -23,6 +24,9 @@ class EvalSource:
         )
         self.board = self.session.board
         self.summary: EvalSummary | None = None
+        #: Why the run could not start, when that is the user's to fix (the model refused
+        #: the preflight, the gateway's port is taken): the CLI exits 2 with it.
+        self.refused: GatewayError | None = None
         self.on_notice: Callable[[str], None] = lambda _message: None
         self._done_before = 0
         self._finished: list[ItemResult] = []
@@ -82,7 +86,11 @@ class EvalSource:
         ]
 
     async def run(self) -> None:
-        self.summary = await self.session.run()
+        try:
+            self.summary = await self.session.run()
+        except GatewayError as exc:
+            self.refused = exc
+            raise
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         await self.session.interrupt(cancel_in_flight=cancel_in_flight)
@@ -119,7 +127,9 @@ class EvalSource:
         settings = runner.settings
         slot = await pool.acquire()
         rollout_id = uuid.uuid4().hex
-        options = dataclasses.replace(options, chat_completions_url=settings.chat_completions_url)
+        options = dataclasses.replace(
+            options, chat_completions_url=settings.chat_completions_url(rollout_id)
+        )
         started = time.monotonic()
         try:
             handle = await options.admit(slot.client, rollout_id, llm_api_key=settings.llm_api_key)

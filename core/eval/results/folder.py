@@ -12,6 +12,8 @@
 - `index.jsonl` (`core.eval.results.index`): one row per work item, rewritten at the end.
 - `metrics.json` (`core.eval.results.metrics`): the summary, rewritten at the end.
 - `logs.txt` (`core.eval.results.logs`): timestamped lines, secrets redacted.
+- `calls.jsonl` (`core.eval.model_calls`): diagnostic, one line per model call through the
+  gateway.
 - `rollout_trials/`: the artifact root of a launched rollout server.
 
 Every file is created with mode 0600 (see `core.eval.results.durable`).
@@ -41,6 +43,7 @@ TRANSITIONS_FILE = "transitions.jsonl"
 INDEX_FILE = "index.jsonl"
 METRICS_FILE = "metrics.json"
 LOGS_FILE = "logs.txt"
+CALLS_FILE = "calls.jsonl"
 TRIALS_DIR = "rollout_trials"
 
 RUN_NAME_MAX_LENGTH = 128
@@ -284,12 +287,17 @@ class RunFolder:
         return self.path / LOGS_FILE
 
     @property
+    def calls_path(self) -> Path:
+        return self.path / CALLS_FILE
+
+    @property
     def trials_dir(self) -> Path:
         """`_OSMOSIS_ROLLOUT_ARTIFACT_ROOT` for a launched rollout server (EVAL.md §5)."""
         return self.path / TRIALS_DIR
 
 
 __all__ = [
+    "CALLS_FILE",
     "EVENTS_FILE",
     "INDEX_FILE",
     "LOGS_FILE",
