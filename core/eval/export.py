@@ -28,6 +28,8 @@ EXPORT_FIELDS = (
     "observed",
     "skipped",
     "server",
+    "tokens",
+    "model_calls",
 )
 
 
@@ -45,6 +47,8 @@ def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
         "observed": " ".join(f"{t.status.value}@{t.at - t0:.3f}" for t in record.transitions),
         "skipped": " ".join(f"{k.value}:{v}" for k, v in record.skipped_phases().items()),
         "server": record.server,
+        "tokens": record.model.tokens,
+        "model_calls": record.model.calls,
     }
 
 

@@ -12,7 +12,7 @@ import argparse
 import hashlib
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,6 +21,7 @@ from textual._doc import take_svg_screenshot
 from textual.pilot import Pilot
 
 from core.board import CancelRequest, RequestOptions, RolloutBoard, RolloutRecord
+from core.eval.model_calls import ModelCall
 from core.types import (
     CancelRolloutsResponse,
     RolloutErrorCategory,
@@ -34,6 +35,9 @@ from tui.widgets.summary import SummaryStrip
 
 T0 = 5_000.0  # the board's start, on the frozen monotonic clock
 NOW = T0 + 95.0
+WALL_T0 = 1_772_366_400.0  # the same instant on the wall clock: 2026-03-01 12:00:00 UTC
+#: What a gpt-5-mini call of this size costs, as LiteLLM prices it.
+CALL_COST_USD = 0.000021
 SERVER = "http://127.0.0.1:8430"
 CHAT_URL = "http://127.0.0.1:8431/v1"
 THEME = "textual-dark"
@@ -173,6 +177,50 @@ def _add(
     return record
 
 
+def _call(
+    board: RolloutBoard,
+    n: int,
+    started: float,
+    ended: float | None,
+    *,
+    status: int | None = 200,
+    tokens: int | None = 41,  # as the results' sample metrics say
+    reply: str | None = None,
+    error: str | None = None,
+) -> None:
+    """One model call of rollout `n`, `started` (and `ended`: None leaves it waiting) that
+    many seconds after T0, reported to the board as the gateway reports it."""
+    options = _options(n)
+    call = ModelCall(
+        call_id=board.model_calls + 1,
+        rollout_id=rollout_id(n),
+        streamed=False,
+        requested_model="osmosis-rollout",
+        started_at=WALL_T0 + started,
+        started_monotonic=T0 + started,
+        request_text=str(options.initial_messages[-1]["content"]),
+    )
+    board.call_started(call)
+    if ended is None:
+        return
+    answered = status == 200
+    board.call_ended(
+        replace(
+            call,
+            ended_at=WALL_T0 + ended,
+            ended_monotonic=T0 + ended,
+            status=status,
+            upstream_status=status,
+            prompt_tokens=None if tokens is None else tokens - 1,
+            completion_tokens=None if tokens is None else 1,
+            total_tokens=tokens,
+            reply_text=(reply if reply is not None else options.label) if answered else None,
+            error=error,
+            cost_usd=CALL_COST_USD if answered else None,
+        )
+    )
+
+
 def running_board() -> RolloutBoard:
     """A run 95 s in: finished rows of every kind, and rows still in each phase."""
     board = RolloutBoard(stuck_after_sec=60.0)
@@ -268,8 +316,44 @@ def running_board() -> RolloutBoard:
         server=SERVER,
     )
     not_admitted.submitted_at = not_admitted.terminal_at = T0 + 60.2
+    _model_calls(board)
     board.take_changes()  # the app starts from a settled board
     return board
+
+
+def _model_calls(board: RolloutBoard) -> None:
+    """The model calls of `running_board`'s rollouts, each inside its running phase."""
+    for row in range(6):
+        start = row * 0.9
+        _call(board, row, start + 0.45, start + 1.0)
+    _call(board, 6, 5.35, 6.1, reply="1087")
+    _call(board, 7, 6.05, 6.9)
+    _call(
+        board,
+        8,
+        6.55,
+        6.85,
+        status=502,
+        tokens=None,
+        error='{"error":{"message":"The stub model failed on purpose (injected fault)."}}',
+    )
+    _call(board, 9, 7.3, 7.9)
+    _call(
+        board,
+        10,
+        7.85,
+        9.3,
+        status=None,
+        tokens=None,
+        error="abandoned: the rollout left or the gateway stopped",
+    )
+    for row in range(12, 16):
+        start = 9.0 + (row - 12) * 1.7
+        _call(board, row, start + 0.45, start + 1.05)
+    _call(board, 17, 90.9, None)  # waiting for the model now: "model 4.1s"
+    _call(board, 18, 90.2, 93.6)  # answered, then graded: "idle 1.4s"
+    _call(board, 20, 92.3, 92.9, tokens=22)  # an agent that calls twice
+    _call(board, 20, 93.1, 93.9)
 
 
 def running_source() -> StaticSource:

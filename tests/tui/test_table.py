@@ -14,14 +14,19 @@ from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.table_columns import COLUMNS, layout_columns
 
 
-@pytest.mark.parametrize("width", [40, 56, 88, 98, 109, 158, 240])
+@pytest.mark.parametrize("width", [40, 56, 78, 88, 98, 109, 158, 240])
 def test_columns_fit_the_width(width: int) -> None:
     layout = layout_columns(width)
     keys = [column.key for column, _ in layout]
     assert sum(w for _, w in layout) <= max(width, sum(c.width for c in COLUMNS if not c.drop))
     assert {"row", "rollout", "status", "phases"} <= set(keys)
-    if width >= 98:  # a 100-column terminal, less the scrollbar: every column but `try`
-        assert {"in_phase", "total", "reward", "error", "flags"} <= set(keys)
+    if width >= 98:  # a 100-column terminal, less the scrollbar: all but try, total, tokens
+        assert {"in_phase", "reward", "model", "error", "flags"} <= set(keys)
+    if width == 98:  # and there a cancel's answer is not cut
+        widths = {column.key: given for column, given in layout}
+        assert widths["flags"] > len("cancelled_running")
+    if width >= 78:  # an 80-column terminal: the columns it showed before the model came
+        assert {"in_phase", "reward", "error", "flags"} <= set(keys)
     if width >= sum(column.width for column in COLUMNS):
         assert keys == [column.key for column in COLUMNS]
         assert sum(w for _, w in layout) == width  # the spare width is used, not wasted

@@ -11,12 +11,14 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from core.board import RolloutBoard, RolloutRecord
+from core.board import ModelActivity, ModelCallReport, RolloutBoard, RolloutRecord
 from core.types import RolloutStatus
-from tui.widgets.format import duration, plain, reward, status_text
+from tui.widgets.format import compact_count, duration, money, plain, reward, status_text
 from tui.widgets.phase_track import PHASES, SKIP_EXPLANATIONS, phase_track
 
 MAX_MESSAGE_CHARS = 400
+# The model calls listed (the latest); the counts above the list cover every call.
+CALLS_LISTED = 12
 
 
 def _pairs(rows: list[tuple[str, RenderableType]]) -> Table:
@@ -97,6 +99,9 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
             phases.add_row(Text(phase.value, "dim"), Text("not yet", "dim"), "")
     sections.append(phases)
 
+    if record.model.calls:
+        sections.append(_model_calls(record.model, t0, now))
+
     if record.admission_error is not None:
         sections.append(_pairs([("not admitted", plain(record.admission_error, "red", wrap=True))]))
 
@@ -175,6 +180,57 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
     if handle is not None or record.polls or record.poll_error:  # not for replays
         sections.append(Group(Text("polling", "bold underline"), _pairs(health)))
     return Group(*[Group(section, Text("")) for section in sections])
+
+
+def _call_status(call: ModelCallReport, now: float) -> Text:
+    if call.ended_monotonic is None:
+        return Text(f"waiting {duration(now - call.started_monotonic)}", "cyan")
+    if call.status == 200:
+        return Text("200", "green")
+    if call.status is None:
+        return Text("abandoned", "yellow")
+    return Text(str(call.status), "red")
+
+
+def _model_calls(activity: ModelActivity, t0: float, now: float) -> RenderableType:
+    """The rollout's model calls: counts and sums, the latest calls, the last exchange."""
+    summary = f"{activity.calls} call" + ("s" if activity.calls > 1 else "")
+    if activity.failed:
+        summary += f", {activity.failed} failed"
+    summary += f" · {compact_count(activity.tokens)} tokens"
+    if activity.cost_usd is not None:
+        summary += f" · {money(activity.cost_usd)}"
+    calls = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left")
+    calls.add_column("started", no_wrap=True)
+    calls.add_column("latency", no_wrap=True, justify="right")
+    calls.add_column("tokens", no_wrap=True, justify="right")
+    calls.add_column("status", ratio=1, overflow="fold")
+    listed = [*activity.recent, *activity.in_flight.values()][-CALLS_LISTED:]
+    for call in listed:
+        latency = call.latency_sec
+        calls.add_row(
+            f"+{call.started_monotonic - t0:.3f}s",
+            "…" if latency is None else duration(latency),
+            compact_count(call.total_tokens),
+            _call_status(call, now),
+        )
+    rows: list[tuple[str, RenderableType]] = []
+    latest = activity.latest()
+    if latest is not None:
+        rows.append(("last request", plain(_short(latest.request_text or "-"), wrap=True)))
+    replied = activity.recent[-1] if activity.recent else None
+    if replied is not None:
+        # Model text, JSON or not, is shown as it came: text, never markup.
+        if replied.status == 200:
+            rows.append(("last reply", plain(_short(replied.reply_text or "-"), wrap=True)))
+        else:
+            rows.append(("last error", plain(_short(replied.error or "-"), "red", wrap=True)))
+    return Group(
+        Text("model calls", "bold underline"),
+        Text(summary),
+        calls,
+        _pairs(rows),
+    )
 
 
 class DetailsPane(VerticalScroll):

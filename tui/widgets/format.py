@@ -33,6 +33,25 @@ def duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def compact_count(value: int | None) -> str:
+    """`812`, `9,876`, `12.3k`, `4.6M`: at most six characters."""
+    if value is None:
+        return "-"
+    if value < 10_000:
+        return f"{value:,}"
+    if value < 999_950:  # what would round up to "1000.0k" says "1.0M"
+        return f"{value / 1000:.1f}k"
+    return f"{value / 1_000_000:.1f}M"
+
+
+def money(usd: float) -> str:
+    """`$12.34`, `$0.0421`, `$0.000336`: cents once they matter, else enough decimals for
+    the price of a few small calls to show."""
+    if usd >= 1:
+        return f"${usd:.2f}"
+    return f"${usd:.4f}" if usd >= 0.01 else f"${usd:.6f}"
+
+
 def reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
 from core.board import RolloutBoard
 from tui.sources.base import Progress, ServerView
-from tui.widgets.format import STATUS_STYLES, duration, plain
+from tui.widgets.format import STATUS_STYLES, compact_count, duration, money, plain
 
 CHIPS = ("queued", "running", "grading", "success", "failure", "cancelled", "stuck", "untracked")
 SERVER_DOTS = {"accepting": ("●", "green"), "draining": ("●", "yellow"), "down": ("●", "red")}
@@ -64,7 +65,8 @@ class RunHeader(Static):
 
 
 class SummaryStrip(Static):
-    """Chips per status, progress with pass rate and ETA, mean reward, throughput, failures."""
+    """Chips per status, progress with pass rate and ETA, mean reward, tokens (per second,
+    and their cost when known), throughput, failures."""
 
     DEFAULT_CSS = """
     SummaryStrip {
@@ -126,5 +128,25 @@ class SummaryStrip(Static):
             failed.append("none", "dim")
         for category, count in failures.most_common():
             failed.append(f"{category} {count}  ", "red")
+        # The model's totals keep their place on the right; the failures give way.
+        last = Table.grid(expand=True)
+        last.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        last.add_column(no_wrap=True, justify="right")
+        last.add_row(failed, _model_totals(board, elapsed))
         # One line each, never wrapped (see the CSS): a wrapped line would push the next out.
-        self.update(Text("\n").join([chips, bar, failed]))
+        self.update(Group(chips, bar, last))
+
+
+def _model_totals(board: RolloutBoard, elapsed: float) -> Text:
+    """Tokens over every model call so far, per second of the run, and their cost when known."""
+    totals = Text(no_wrap=True)
+    if not board.model_calls:
+        return totals
+    tokens = board.total_tokens
+    totals.append("tokens ", "dim")
+    totals.append(compact_count(tokens))
+    if elapsed > 0:
+        totals.append(f" ({compact_count(round(tokens / elapsed))}/s)", "dim")
+    if board.total_cost_usd is not None:
+        totals.append(f"  {money(board.total_cost_usd)}")
+    return totals

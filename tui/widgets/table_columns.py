@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.board import RolloutBoard, RolloutRecord
-from tui.widgets.format import STATUS_STYLES, duration, printable, reward
+from tui.widgets.format import STATUS_STYLES, compact_count, duration, printable, reward
 
 PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
 
@@ -33,11 +33,14 @@ COLUMNS = (
     Column("rollout", "rollout", 11, dim=True),
     Column("status", "status", 13),
     Column("phases", "phases", 8),
-    Column("in_phase", "in phase", 9, "right", drop=3),
+    Column("in_phase", "in phase", 9, "right", drop=4),
     Column("total", "total", 8, "right", drop=2, dim=True),
-    Column("reward", "reward", 7, "right", drop=4),
-    Column("error", "error", 12, drop=6),
-    Column("flags", "flags", 10, drop=5),
+    Column("reward", "reward", 7, "right", drop=5),
+    Column("tokens", "tokens", 7, "right", drop=2),
+    # "model 3m05s": the longest a call can wait before it says hours.
+    Column("model", "model", 12, drop=3),
+    Column("error", "error", 12, drop=7),
+    Column("flags", "flags", 10, drop=6),
 )
 # Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
 # cut), then to the error up to a cap (categories are short; messages are in the details).
@@ -106,9 +109,27 @@ def row_cells(
         "in_phase": (duration(in_phase), ""),
         "total": (duration(end - record.submitted_at), ""),
         "reward": (reward(sample_reward), ""),
+        "tokens": (compact_count(record.model.tokens), ""),
+        "model": model_activity(record, now),
         "error": (error, "red"),
         "flags": (", ".join(flags(record, board, now)), "yellow"),
     }
+
+
+def model_activity(record: RolloutRecord, now: float) -> tuple[str, str]:
+    """What the rollout does with the model, and its style: "model 12s" while a call waits
+    for it, "idle 40s" since the last one ended, "-" before any; once the rollout is over
+    (or no longer watched), how many calls it made."""
+    activity = record.model
+    if not record.in_flight:
+        calls = activity.calls
+        return ("-" if not calls else f"{calls} call" + ("s" if calls > 1 else ""), "")
+    waiting = activity.waiting_since
+    if waiting is not None:
+        return f"model {duration(now - waiting)}", "cyan"
+    if activity.last_ended_at is not None:
+        return f"idle {duration(now - activity.last_ended_at)}", ""
+    return "-", ""
 
 
 def flags(record: RolloutRecord, board: RolloutBoard, now: float) -> list[str]:
