@@ -60,9 +60,8 @@ def live_eval(tmp_path: Path) -> LiveFactory:
                     servers=(url,),
                     dataset_file=dataset,
                     output=tmp_path / "out",
-                    chat_url=CHAT_URL,
                     name="live",
-                    **{"max_in_flight": 8, **request},
+                    **{"chat_url": CHAT_URL, "max_in_flight": 8, **request},
                 )
             )
             live = Live(server, url, EvalSource(plan), tmp_path / "out" / "live", serving)

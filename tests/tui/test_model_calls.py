@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from core.eval.gateway_errors import PreflightError
+from core.eval.launcher import free_port
 from server_stub.demo import MultiplyWorkflow
-from tests.tui.conftest import SIZE, LiveFactory, details_text, make_app, row_text, text_of, until
+from tests.tui.conftest import (
+    SIZE,
+    LiveFactory,
+    details_text,
+    log_lines,
+    make_app,
+    row,
+    row_text,
+    text_of,
+    until,
+)
 from tui.widgets.summary import SummaryStrip
 
 
@@ -33,3 +45,16 @@ async def test_a_call_waiting_for_the_model_shows_on_its_row_and_in_the_details(
             assert tokens is not None and tokens > 0
             assert f" {tokens} 1 call" in row_text(app, rollout_id)
             assert f"tokens {tokens} (" in text_of(app.query_one(SummaryStrip))
+
+
+async def test_a_model_that_fails_the_preflight_is_said_and_kept_for_the_exit_status(
+    live_eval: LiveFactory,
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}/v1"
+    async with live_eval([row()], chat_url=nobody) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.run_state == "ended")
+            assert isinstance(live.source.refused, PreflightError)  # the CLI exits 2 with it
+            assert any("model preflight for 'osmosis-stub' failed" in t for t in log_lines(app))
+            assert len(app.board) == 0  # no rollout was sent
