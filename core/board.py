@@ -80,11 +80,6 @@ class ModelCallReport(Protocol):
     @property
     def rollout_id(self) -> str: ...
     @property
-    def started_at(self) -> float:
-        """Wall-clock start, seconds since the epoch."""
-        ...
-
-    @property
     def started_monotonic(self) -> float: ...
     @property
     def ended_monotonic(self) -> float | None:
