@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.eval.gateway_errors import PreflightError
 from core.eval.launcher import free_port
 from server_stub.demo import MultiplyWorkflow
-from tests.tui.conftest import (
+from tests.tui.helpers import (
     SIZE,
     LiveFactory,
     details_text,
