@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import secrets
 import time
@@ -31,6 +30,7 @@ from server_stub import (
     create_rollout_server,
 )
 from server_stub.serving import serve_in_loop
+from tests.conformance.venv import venv_env
 from tests.server.plugins import Echo, ExactMatch
 
 pytestmark = pytest.mark.conformance
@@ -103,12 +103,6 @@ class DriverRun:
         return observed
 
 
-def _driver_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env[API_KEY_ENV] = API_KEY
-    return env
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def driver_run(official_python: Path) -> DriverRun:
     """Start every scenario's server, run the official client through all of them once."""
@@ -124,7 +118,7 @@ async def driver_run(official_python: Path) -> DriverRun:
             *argv,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=_driver_env(),
+            env=venv_env(**{API_KEY_ENV: API_KEY}),
         )
         try:
             out, err = await asyncio.wait_for(process.communicate(), DRIVER_TIMEOUT_SEC)

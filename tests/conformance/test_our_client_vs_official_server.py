@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import secrets
 import signal
@@ -27,6 +26,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.conformance.venv import venv_env
+
 pytestmark = pytest.mark.conformance
 
 HERE = Path(__file__).resolve().parent
@@ -39,15 +40,6 @@ SERVER_STOP_TIMEOUT_SEC = 15.0
 API_KEY_ENV = "OSMOSIS_CONFORMANCE_API_KEY"
 # Generated per session; handed over through the environment, never on an argv.
 API_KEY = secrets.token_urlsafe(24)
-# Would change what the official server reports or where it writes.
-_SERVER_ENV_DROP = (
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "_OSMOSIS_ROLLOUT_INSTANCE_ID",
-    "_OSMOSIS_ROLLOUT_PREVIEW_ROOT",
-    "OSMOSIS_ROLLOUT_OTLP_ENDPOINT",
-    "OSMOSIS_ROLLOUT_SERVER_ID",
-)
 
 # Server group -> (entrypoint options, the driver scenarios played against it). Scenarios on
 # one server use distinct rollout ids and assert nothing about the server's global counters.
@@ -116,12 +108,6 @@ class DriverRun:
         return observed
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SERVER_ENV_DROP}
-    env.update(extra)
-    return env
-
-
 async def _stop(process: asyncio.subprocess.Process) -> None:
     """SIGTERM (uvicorn runs the app's shutdown), then SIGKILL if it does not finish."""
     if process.returncode is not None:
@@ -149,7 +135,7 @@ async def official_server(
             stdout=asyncio.subprocess.PIPE,
             stderr=log,
             cwd=workdir,
-            env=_env(
+            env=venv_env(
                 _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(artifact_root),
                 **({API_KEY_ENV: API_KEY} if "--auth" in options else {}),
             ),
@@ -202,7 +188,7 @@ async def driver_run(official_python: Path, tmp_path_factory: pytest.TempPathFac
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=workdir,  # not the repo: `core` must come from the venv's editable install
-            env=_env(**{API_KEY_ENV: API_KEY}),
+            env=venv_env(**{API_KEY_ENV: API_KEY}),
         )
         try:
             out, err = await asyncio.wait_for(process.communicate(), DRIVER_TIMEOUT_SEC)

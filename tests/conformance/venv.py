@@ -8,6 +8,10 @@ sessions wait for one build instead of racing each other.
 
 The project itself is installed into the venv too (`pip install -e <repo>`), so a test can also
 run our own client on Python 3.12, next to the official package.
+
+The official package comes with its `server` extra and its `openai-agents` extra (the OpenAI
+Agents SDK and LiteLLM), so a test can run an official template-style rollout built on
+`osmosis_ai.rollout.integrations.agents.openai_agents`.
 """
 
 from __future__ import annotations
@@ -36,9 +40,23 @@ STAMP = VENV_DIR / ".conformance-stamp.json"
 LOCK = CACHE_DIR / "venv312.lock"
 BUILD_LOG = CACHE_DIR / "venv312-build.log"
 
-OFFICIAL_REQUIREMENT = "osmosis-ai[server]==0.3.8"
+OFFICIAL_REQUIREMENT = "osmosis-ai[server,openai-agents]==0.3.8"
 OFFICIAL_VERSION = "0.3.8"
 PYTHON_ENV = "OSMOSIS_CONFORMANCE_PYTHON"  # optional: an explicit Python 3.12 interpreter
+
+# The conformance tests use loopback only: importing LiteLLM fetches its model price map from
+# the internet unless told to use the copy it ships, and the Agents SDK exports traces to
+# OpenAI unless tracing is off.
+OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+# Would change what the official server reports or where it writes.
+VENV_ENV_DROP = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "_OSMOSIS_ROLLOUT_INSTANCE_ID",
+    "_OSMOSIS_ROLLOUT_PREVIEW_ROOT",
+    "OSMOSIS_ROLLOUT_OTLP_ENDPOINT",
+    "OSMOSIS_ROLLOUT_SERVER_ID",
+)
 
 PIP_TIMEOUT_SEC = 1200.0
 PROBE_TIMEOUT_SEC = 30.0
@@ -139,6 +157,18 @@ def requirement_set(interpreter: str) -> dict[str, Any]:
     }
 
 
+def venv_env(**extra: str) -> dict[str, str]:
+    """The environment for a program the venv's Python runs: this process's, plus `extra`.
+
+    Without the variables that would change what an official server reports or where it
+    writes, and with the venv's libraries kept offline (`OFFLINE_ENV`).
+    """
+    env = {key: value for key, value in os.environ.items() if key not in VENV_ENV_DROP}
+    env.update(OFFLINE_ENV)
+    env.update(extra)
+    return env
+
+
 def venv_python(venv_dir: Path = VENV_DIR) -> Path:
     return venv_dir / "bin" / "python"
 
@@ -220,7 +250,8 @@ def _build(interpreter: str, wanted: dict[str, Any]) -> None:
     )
     check = (
         "import importlib.metadata as m, osmosis_ai.rollout.client, "
-        "osmosis_ai.rollout.server, core, server_stub; "
+        "osmosis_ai.rollout.server, osmosis_ai.rollout.integrations.agents.openai_agents, "
+        "core, server_stub; "
         "print(m.version('osmosis-ai'))"
     )
     probe = subprocess.run(
@@ -230,6 +261,7 @@ def _build(interpreter: str, wanted: dict[str, Any]) -> None:
         timeout=PROBE_TIMEOUT_SEC,
         check=False,
         cwd=CACHE_DIR,  # not the repo: the imports must come from the installed venv
+        env=venv_env(),
     )
     if probe.returncode != 0 or probe.stdout.strip() != OFFICIAL_VERSION:
         raise VenvBuildError(
