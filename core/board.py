@@ -38,7 +38,10 @@ DisplayStatus = Literal[
 
 @dataclass(frozen=True)
 class RequestOptions:
-    """What was asked of the server for one rollout. The llm_api_key is deliberately absent."""
+    """What was asked of the server for one rollout. The llm_api_key is deliberately absent.
+
+    A fact the board records (the details show it, a re-run sends it again); sending it is
+    the eval runner's job (`EvalRunner.submit`), not the board's."""
 
     initial_messages: tuple[dict[str, Any], ...]
     chat_completions_url: str
@@ -47,28 +50,6 @@ class RequestOptions:
     grade: bool = True
     agent_timeout_sec: float | None = None
     grader_timeout_sec: float | None = None
-
-    async def admit(
-        self,
-        client: RolloutClient,
-        rollout_id: str,
-        *,
-        llm_api_key: str | None,
-        extra_fields: dict[str, Any] | None = None,
-    ) -> RolloutHandle:
-        """Send this request as rollout `rollout_id`; the key is passed, never kept."""
-        return await client.run_rollout_async(
-            list(self.initial_messages),
-            self.chat_completions_url,
-            rollout_id,
-            llm_api_key=llm_api_key,
-            label=self.label,
-            metadata=self.metadata,
-            grade=self.grade,
-            agent_timeout_sec=self.agent_timeout_sec,
-            grader_timeout_sec=self.grader_timeout_sec,
-            extra_fields=extra_fields,
-        )
 
 
 class ModelCallReport(Protocol):

@@ -13,8 +13,8 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 import httpx
 
@@ -250,10 +250,13 @@ class EvalRunner:
         # the health watcher or another worker) still means this rollout was lost with it.
         generation = slot.restarts
         try:
-            handle = await options.admit(
-                slot.client,
+            record = await self._send(
+                slot,
                 rollout_id,
-                llm_api_key=settings.llm_api_key,
+                options,
+                started=started,
+                row_index=item.row_index,
+                run_index=item.run_index,
                 extra_fields={"row_index": item.row_index, "run_index": item.run_index},
             )
         except RolloutProtocolError as exc:
@@ -267,18 +270,64 @@ class EvalRunner:
             if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
-        record = self.board.track(
-            handle,
-            client=slot.client,
-            options=options,
-            row_index=item.row_index,
-            run_index=item.run_index,
-            server=slot.url,
-            submitted_at=started,
-        )
         if self.interrupted:  # admitted while the interrupt was winding the others down
             await self._wind_down([record])
         await self._await_result(item, record, slot, started, generation)
+
+    async def submit(self, options: RequestOptions, *, row_index: int | None = None) -> str:
+        """Send a rollout outside the work items (the dashboard's new rollout and re-run),
+        the way the workers send theirs: to a free server, to the run's model, tracked on the
+        board. It is never journaled. Returns its id; an admission failure is raised."""
+        slot = await self.pool.acquire()
+        rollout_id = uuid.uuid4().hex
+        options = replace(
+            options, chat_completions_url=self.settings.chat_completions_url(rollout_id)
+        )
+        try:
+            record = await self._send(
+                slot, rollout_id, options, started=time.monotonic(), row_index=row_index
+            )
+        except BaseException:
+            self.pool.release(slot)
+            raise
+        assert record.handle is not None
+        record.handle.result_task.add_done_callback(lambda _task: self.pool.release(slot))
+        return record.rollout_id
+
+    async def _send(
+        self,
+        slot: RolloutServerSlot,
+        rollout_id: str,
+        options: RequestOptions,
+        *,
+        started: float,
+        row_index: int | None,
+        run_index: int | None = None,
+        extra_fields: dict[str, Any] | None = None,
+    ) -> RolloutRecord:
+        """The one way a rollout leaves the runner: admitted by `slot`'s server with the run's
+        key (passed, never kept), then followed on the board."""
+        handle = await slot.client.run_rollout_async(
+            list(options.initial_messages),
+            options.chat_completions_url,
+            rollout_id,
+            llm_api_key=self.settings.llm_api_key,
+            label=options.label,
+            metadata=options.metadata,
+            grade=options.grade,
+            agent_timeout_sec=options.agent_timeout_sec,
+            grader_timeout_sec=options.grader_timeout_sec,
+            extra_fields=extra_fields,
+        )
+        return self.board.track(
+            handle,
+            client=slot.client,
+            options=options,
+            row_index=row_index,
+            run_index=run_index,
+            server=slot.url,
+            submitted_at=started,
+        )
 
     def _not_admitted(
         self,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from core.board import RolloutBoard, RolloutRecord
+from core.board import RequestOptions, RolloutBoard, RolloutRecord
 from core.eval.embedded import demo_rollout_server
 from core.eval.gateway import ModelGateway
 from core.eval.gateway_errors import GatewayError
@@ -96,6 +96,14 @@ class EvalSession:
 
     def _redact(self, text: str) -> str:
         return self.redactor.redact(text)
+
+    async def submit(self, options: RequestOptions, *, row_index: int | None = None) -> str:
+        """Send a rollout outside the work items through the runner's own dispatch (see
+        `EvalRunner.submit`); returns its id. Before the servers are up there is nowhere to send
+        it: `RuntimeError`."""
+        if self._runner is None:
+            raise RuntimeError("the servers are not ready yet")
+        return await self._runner.submit(options, row_index=row_index)
 
     def notice(self, message: str) -> None:
         message = self.redactor.redact(message)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import time
-import uuid
 from collections.abc import Callable
 
 from core.board import RequestOptions
@@ -100,49 +97,20 @@ class EvalSource:
         if rollout.system_prompt:
             messages.append({"role": "system", "content": rollout.system_prompt})
         messages.append({"role": "user", "content": rollout.prompt})
-        return await self._send(
+        return await self.session.submit(
             RequestOptions(
                 initial_messages=tuple(messages),
-                chat_completions_url="",
+                chat_completions_url="",  # the runner sends it to the run's model
                 label=rollout.label,
                 metadata=None,
                 grade=rollout.grade,
                 agent_timeout_sec=rollout.agent_timeout_sec,
                 grader_timeout_sec=rollout.grader_timeout_sec,
-            ),
-            row_index=None,
+            )
         )
 
     async def rerun(self, rollout_id: str) -> str:
         record = self.board.records[rollout_id]
         if record.options is None:
             raise ValueError(f"no request is known for {rollout_id}")
-        return await self._send(record.options, row_index=record.row_index)
-
-    async def _send(self, options: RequestOptions, *, row_index: int | None) -> str:
-        """A rollout outside the work items: shown and tracked, not journaled."""
-        runner, pool = self.session.runner, self.session.pool
-        if runner is None or pool is None:
-            raise RuntimeError("the servers are not ready yet")
-        settings = runner.settings
-        slot = await pool.acquire()
-        rollout_id = uuid.uuid4().hex
-        options = dataclasses.replace(
-            options, chat_completions_url=settings.chat_completions_url(rollout_id)
-        )
-        started = time.monotonic()
-        try:
-            handle = await options.admit(slot.client, rollout_id, llm_api_key=settings.llm_api_key)
-        except BaseException:
-            pool.release(slot)
-            raise
-        handle.result_task.add_done_callback(lambda _task: pool.release(slot))
-        self.board.track(
-            handle,
-            client=slot.client,
-            options=options,
-            row_index=row_index,
-            server=slot.url,
-            submitted_at=started,
-        )
-        return rollout_id
+        return await self.session.submit(record.options, row_index=record.row_index)
