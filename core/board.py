@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from core.handle import RolloutHandle, Transition, describe_error
-from core.phases import SkipReason, skipped_phases
+from core.phases import SkipReason, phases_skipped_by
 from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
 
 if TYPE_CHECKING:
@@ -135,33 +135,105 @@ class CancelRequest:
 
 
 @dataclass(eq=False)
+class RecordedRollout:
+    """What is known of a rollout without a handle to ask: one replayed from a recording, or
+    one the server never admitted. It has the handle's names, so a record reads either alike."""
+
+    status: RolloutStatus = RolloutStatus.QUEUED
+    transitions: list[Transition] = field(default_factory=list)
+    latest_result: RolloutResultResponse | None = None
+    grade: bool | None = None
+    polls: int = 0
+    poll_retries: int = 0
+    last_poll_error: str | None = None
+
+
+@dataclass(eq=False)
 class RolloutRecord:
+    """One rollout on the board: what was asked and done (options, cancels, untracking), and
+    what was observed of it, read from its handle (or its recording) rather than copied."""
+
     rollout_id: str
     row_index: int | None
     run_index: int | None
     options: RequestOptions | None
     server: str
     submitted_at: float
-    handle: RolloutHandle | None = None
+    #: Where the observations come from: the live handle, or what was recorded without one.
+    observed: RolloutHandle | RecordedRollout = field(default_factory=RecordedRollout)
     client: RolloutClient | None = None
-    status: RolloutStatus = RolloutStatus.QUEUED
-    transitions: list[Transition] = field(default_factory=list)
-    latest_result: RolloutResultResponse | None = None
     cancels: list[CancelRequest] = field(default_factory=list)
     untracked: bool = False
     admission_error: str | None = None
-    poll_error: str | None = None
-    polls: int = 0
-    poll_retries: int = 0
-    terminal_at: float | None = None
-    #: Whether grading was requested, when no request options are known (replays).
-    recorded_grade: bool | None = None
+    #: Masks secrets in the error texts the record shows (a server's message may quote a key).
+    redact: Callable[[str], str] | None = field(default=None, repr=False)
     #: Its model calls through the run's gateway.
     model: ModelActivity = field(default_factory=ModelActivity)
+    # The last text masked and its masked form: read on every repaint, it changes rarely.
+    _shown_result: tuple[RolloutResultResponse, RolloutResultResponse] | None = field(
+        default=None, init=False, repr=False
+    )
+    _shown_poll_error: tuple[str, str] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def handle(self) -> RolloutHandle | None:
+        observed = self.observed
+        return observed if isinstance(observed, RolloutHandle) else None
+
+    @property
+    def status(self) -> RolloutStatus:
+        return self.observed.status
+
+    @property
+    def transitions(self) -> list[Transition]:
+        return self.observed.transitions
 
     @property
     def grade(self) -> bool | None:
-        return self.options.grade if self.options is not None else self.recorded_grade
+        """Whether grading was asked for; None when not known (a replay of an old recording)."""
+        return self.observed.grade
+
+    @property
+    def polls(self) -> int:
+        return self.observed.polls
+
+    @property
+    def poll_retries(self) -> int:
+        return self.observed.poll_retries
+
+    @property
+    def latest_result(self) -> RolloutResultResponse | None:
+        result = self.observed.latest_result
+        if result is None or not result.err_message or self.redact is None:
+            return result
+        shown = self._shown_result
+        if shown is None or shown[0] is not result:
+            message = self.redact(result.err_message)
+            masked = (
+                result
+                if message == result.err_message
+                else result.model_copy(update={"err_message": message})
+            )
+            shown = self._shown_result = (result, masked)
+        return shown[1]
+
+    @property
+    def poll_error(self) -> str | None:
+        """Why polling is being retried, or why it ended."""
+        error = self.observed.last_poll_error
+        if error is None or self.redact is None:
+            return error
+        shown = self._shown_poll_error
+        if shown is None or shown[0] is not error:
+            shown = self._shown_poll_error = (error, self.redact(error))
+        return shown[1]
+
+    @property
+    def terminal_at(self) -> float | None:
+        if self.admission_error is not None:
+            return self.submitted_at
+        # A terminal status is always the last one observed.
+        return self.transitions[-1].at if self.status in TERMINAL_STATUSES else None
 
     @property
     def display_status(self) -> DisplayStatus:
@@ -185,12 +257,7 @@ class RolloutRecord:
         return bool(self.cancels) and not self.finished
 
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
-        return skipped_phases(
-            (transition.status for transition in self.transitions),
-            self.status,
-            grade=self.grade,
-            result=self.latest_result,
-        )
+        return phases_skipped_by(self.observed)
 
     def matches(self, text: str) -> bool:
         """Case-insensitive match on id, row, status, error and label: what the `/` filter uses."""
@@ -217,7 +284,8 @@ class ChangeBatch:
     added: tuple[str, ...]
 
 
-TransitionListener = Callable[[RolloutRecord, RolloutStatus, float], None]
+#: Called with a record and the index in `record.transitions` of a transition it observed.
+TransitionListener = Callable[[RolloutRecord, int], None]
 
 
 class RolloutBoard:
@@ -244,6 +312,10 @@ class RolloutBoard:
             for status in (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
         }
         self.transition_listeners: list[TransitionListener] = []
+        # Per record, how many of its transitions and which display status the indexes below
+        # account for: a record reads its handle, which moves on before telling the board.
+        self._accounted: dict[str, int] = {}
+        self._counted_as: dict[str, str] = {}
         # Kept up to date as records change, so that a repaint never walks every record:
         # counts per display status, failures per category, and, per phase, the in-flight
         # rollouts in the order they entered it (oldest first: the stuck ones lead).
@@ -283,15 +355,12 @@ class RolloutBoard:
             options=options,
             server=server,
             submitted_at=handle.transitions[0].at if submitted_at is None else submitted_at,
-            handle=handle,
+            observed=handle,
             client=client,
+            redact=self._redact,
         )
         self._add(record)
-        for transition in handle.transitions:
-            self._apply(record, transition)
         handle.on_change = self._observe
-        if handle.done():
-            self._observe(handle)
         return record
 
     def record_not_admitted(
@@ -312,9 +381,10 @@ class RolloutBoard:
             options=options,
             server=server,
             submitted_at=time.monotonic(),
+            observed=RecordedRollout(grade=options.grade if options is not None else None),
             admission_error=self._clean(error if isinstance(error, str) else describe_error(error)),
+            redact=self._redact,
         )
-        record.terminal_at = record.submitted_at
         self._add(record)
         return record
 
@@ -329,8 +399,11 @@ class RolloutBoard:
         grade: bool | None = None,
         result: RolloutResultResponse | None = None,
     ) -> RolloutRecord:
-        """A status seen by someone else (a replayed recording): no handle, no actions."""
+        """A status seen by someone else (a replayed recording): no handle, no actions.
+
+        `grade` (whether grading was asked for) is taken when the rollout is first seen."""
         record = self.records.get(rollout_id)
+        known = record is not None
         if record is None:
             record = RolloutRecord(
                 rollout_id=rollout_id,
@@ -339,15 +412,21 @@ class RolloutBoard:
                 options=None,
                 server="",
                 submitted_at=at,
-                recorded_grade=grade,
+                observed=RecordedRollout(grade=grade),
+                redact=self._redact,
             )
-            self._add(record)
-        if not record.transitions or record.transitions[-1].status != status:
-            self._apply(record, Transition(status, at))
+        recording = record.observed
+        if not isinstance(recording, RecordedRollout):
+            raise ValueError(f"rollout {rollout_id} is followed through its handle")
+        if not recording.transitions or recording.status != status:
+            recording.status = status
+            recording.transitions.append(Transition(status, at))
         if result is not None:
-            record.latest_result = result
-            self._count_failure(record)
-        self._mark(rollout_id)
+            recording.latest_result = result
+        if known:
+            self._account(record)
+        else:
+            self._add(record)
         return record
 
     def _add(self, record: RolloutRecord) -> None:
@@ -355,10 +434,8 @@ class RolloutBoard:
         if early is not None:
             record.model = early
         self.records[record.rollout_id] = record
-        self._status_counts[record.display_status] += 1
-        self._count_failure(record)
         self._added.append(record.rollout_id)
-        self._mark(record.rollout_id)
+        self._account(record)
 
     # -- model calls (the gateway's hooks) -------------------------------------------------
 
@@ -401,54 +478,50 @@ class RolloutBoard:
 
     def _observe(self, handle: RolloutHandle) -> None:
         record = self.records.get(handle.rollout_id)
-        if record is None or record.handle is not handle:
-            return
-        for transition in handle.transitions[len(record.transitions) :]:
-            self._apply(record, transition)
-        result = handle.latest_result
-        if result is not None and result.err_message and self._redact is not None:
-            # Only terminal results carry a message, so this runs about once per rollout.
-            message = self._redact(result.err_message)
-            if message != result.err_message:
-                result = result.model_copy(update={"err_message": message})
-        record.latest_result = result
+        if record is not None and record.observed is handle:
+            self._account(record)
+
+    def _clean(self, text: str) -> str:
+        return text if self._redact is None else self._redact(text)
+
+    def _account(self, record: RolloutRecord) -> None:
+        """Bring the board's indexes up to what `record` has observed since the last call:
+        phase durations, who is in which phase, the counts, and the transition hooks."""
+        rollout_id = record.rollout_id
+        transitions = record.transitions
+        for index in range(self._accounted.get(rollout_id, 0), len(transitions)):
+            self._apply(record, index)
+        self._accounted[rollout_id] = len(transitions)
+        status = record.display_status
+        counted = self._counted_as.get(rollout_id)
+        if status != counted:
+            if counted is not None:
+                self._status_counts[counted] -= 1
+            self._status_counts[status] += 1
+            self._counted_as[rollout_id] = status
         self._count_failure(record)
-        record.polls = handle.polls
-        record.poll_retries = handle.poll_retries
-        record.poll_error = self._clean(handle.last_poll_error)
-        if handle.done() and not handle.result_task.cancelled():
-            error = handle.result_task.exception()
-            if error is not None:
-                record.poll_error = self._clean(describe_error(error))
-        self._mark(record.rollout_id)
+        self._mark(rollout_id)
 
-    def _clean(self, text: str | None) -> str | None:
-        return text if text is None or self._redact is None else self._redact(text)
-
-    def _apply(self, record: RolloutRecord, transition: Transition) -> None:
-        if record.transitions:
-            previous = record.transitions[-1]
+    def _apply(self, record: RolloutRecord, index: int) -> None:
+        transition = record.transitions[index]
+        if index:
+            previous = record.transitions[index - 1]
             durations = self._durations.get(previous.status)
             if durations is not None:
                 bisect.insort(durations, transition.at - previous.at)
         self._leave_phase(record)
-        self._status_counts[record.display_status] -= 1
-        record.transitions.append(transition)
-        record.status = transition.status
-        self._status_counts[record.display_status] += 1
         if record.in_flight and transition.status in self._in_phase:
             self._in_phase[transition.status][record.rollout_id] = transition.at
         if transition.status in TERMINAL_STATUSES:
-            record.terminal_at = transition.at
             for cancel in record.cancels:
                 cancel.answered_at = cancel.answered_at or transition.at
         for listener in self.transition_listeners:
-            listener(record, transition.status, transition.at)
+            listener(record, index)
 
     def _leave_phase(self, record: RolloutRecord) -> None:
-        phase = self._in_phase.get(record.status)
-        if phase is not None:
-            phase.pop(record.rollout_id, None)
+        # Every phase is looked in: the record's own status may already be the next one.
+        for entered in self._in_phase.values():
+            entered.pop(record.rollout_id, None)
 
     def _count_failure(self, record: RolloutRecord) -> None:
         """Once per finished failure: its category, for the summary's failures-by-category."""

@@ -41,7 +41,6 @@ from core.eval.summary import EvalSummary
 from core.eval.upstream_choice import opened_upstream
 from core.eval.upstreams import ambient_secret_values, preflight
 from core.transport import AiohttpTransport
-from core.types import RolloutStatus
 
 logger = logging.getLogger(__name__)
 
@@ -346,8 +345,9 @@ class EvalSession:
         return min(wanted, capacity) if capacity else wanted
 
     def _log_transitions(self, transitions: TransitionLog) -> None:
-        def on_transition(record: RolloutRecord, status: RolloutStatus, at: float) -> None:
+        def on_transition(record: RolloutRecord, index: int) -> None:
             if record.row_index is not None and record.run_index is not None:
+                status, at = record.transitions[index]
                 transitions.record(
                     record.rollout_id,
                     record.row_index,
@@ -355,7 +355,7 @@ class EvalSession:
                     status.value,
                     transitions.elapsed(at),
                     # On the first record only: a replay tells unrequested grading from missed.
-                    grade=record.grade if len(record.transitions) == 1 else None,
+                    grade=record.grade if index == 0 else None,
                 )
 
         self.board.transition_listeners.append(on_transition)

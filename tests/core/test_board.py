@@ -90,6 +90,34 @@ async def test_a_failure_while_running_ended_before_grading(serve: Serve) -> Non
     assert record.latest_result.err_category.value == "agent_error"
 
 
+async def test_a_record_reads_its_handle_and_masks_what_it_shows(serve: Serve) -> None:
+    board = RolloutBoard(redact=lambda text: text.replace("sk-secret", "***"))
+    async with real_server(serve) as srv, srv.client() as client:
+        record = await track(
+            board,
+            client,
+            "reads",
+            label="42",
+            metadata={"sleep": 0.2, "raise": "runtime", "message": "key sk-secret refused"},
+        )
+        handle = record.handle
+        assert handle is not None
+        await settle(record)
+    # One owner per fact: the record's observations are its handle's, not a copy of them.
+    assert record.transitions is handle.transitions
+    assert record.status is handle.status is F
+    assert (record.polls, record.poll_retries) == (handle.polls, handle.poll_retries)
+    assert record.grade is handle.grade is True
+    assert record.skipped_phases() == handle.skipped_phases() == {G: "ended_early"}
+    assert record.terminal_at == handle.transitions[-1].at
+    raw, shown = handle.latest_result, record.latest_result
+    assert raw is not None and raw.err_message is not None and "sk-secret" in raw.err_message
+    assert shown is not None and shown.err_message is not None
+    assert "sk-secret" not in shown.err_message and "***" in shown.err_message
+    assert record.latest_result is shown  # masked once, not on every read
+    assert board.counts()["failure"] == 1 and board.failures_by_category() == {"agent_error": 1}
+
+
 async def test_cancel_on_server_records_the_request_the_answer_and_the_end(serve: Serve) -> None:
     board = RolloutBoard()
     async with real_server(serve) as srv, srv.client() as client:

@@ -20,7 +20,13 @@ from pytest_textual_snapshot import normalize_svg
 from textual._doc import take_svg_screenshot
 from textual.pilot import Pilot
 
-from core.board import CancelRequest, RequestOptions, RolloutBoard, RolloutRecord
+from core.board import (
+    CancelRequest,
+    RecordedRollout,
+    RequestOptions,
+    RolloutBoard,
+    RolloutRecord,
+)
 from core.eval.model_calls import ModelCall
 from core.types import (
     CancelRolloutsResponse,
@@ -168,12 +174,19 @@ def _add(
     for index, (status, at) in enumerate(steps):
         last = index == len(steps) - 1
         record = board.observe(
-            rid, status, T0 + at, row_index=row, run_index=0, result=result if last else None
+            rid,
+            status,
+            T0 + at,
+            row_index=row,
+            run_index=0,
+            grade=grade,
+            result=result if last else None,
         )
     record.options = _options(row, grade=grade, metadata=metadata)
     record.server = SERVER
     record.client = cast(Any, StaticClient())
-    record.polls = len(steps)
+    assert isinstance(record.observed, RecordedRollout)
+    record.observed.polls = len(steps)
     return record
 
 
@@ -304,7 +317,8 @@ def running_board() -> RolloutBoard:
     untracked = _add(board, 19, 19, [(Q, 70.0), (R, 70.6)], metadata={"sleep": 120})
     board.stop_tracking([untracked.rollout_id])
     troubled = _add(board, 20, 20, [(Q, 91.0), (R, 92.2)])
-    troubled.poll_retries = 2
+    assert isinstance(troubled.observed, RecordedRollout)
+    troubled.observed.poll_retries = 2
     _add(board, 21, 21, [(Q, 93.5)])
     _add(board, 22, 22, [(Q, 94.1)])
     not_admitted = board.record_not_admitted(
@@ -315,7 +329,7 @@ def running_board() -> RolloutBoard:
         run_index=0,
         server=SERVER,
     )
-    not_admitted.submitted_at = not_admitted.terminal_at = T0 + 60.2
+    not_admitted.submitted_at = T0 + 60.2  # and so its terminal_at
     _model_calls(board)
     board.take_changes()  # the app starts from a settled board
     return board
