@@ -285,7 +285,7 @@ class ChangeBatch:
 
 
 #: Called with a record and the index in `record.transitions` of a transition it observed.
-TransitionListener = Callable[[RolloutRecord, int], None]
+TransitionHook = Callable[[RolloutRecord, int], None]
 
 
 class RolloutBoard:
@@ -296,11 +296,14 @@ class RolloutBoard:
         *,
         stuck_after_sec: float | None = None,
         redact: Callable[[str], str] | None = None,
+        on_transition: TransitionHook | None = None,
     ) -> None:
         """`redact` masks secrets in the error texts the board keeps (a server's err_message
-        may quote the LLM key), so no front end can show or export them."""
+        may quote the LLM key), so no front end can show or export them. `on_transition` is
+        called for every status a record observes, in order (the run's transitions.jsonl)."""
         self.started_at = time.monotonic()
         self._redact = redact
+        self._on_transition = on_transition
         self.records: dict[str, RolloutRecord] = {}
         self.stuck_after_sec = stuck_after_sec
         self._changed: set[str] = set()
@@ -311,7 +314,6 @@ class RolloutBoard:
             status: []
             for status in (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
         }
-        self.transition_listeners: list[TransitionListener] = []
         # Per record, how many of its transitions and which display status the indexes below
         # account for: a record reads its handle, which moves on before telling the board.
         self._accounted: dict[str, int] = {}
@@ -347,7 +349,15 @@ class RolloutBoard:
         server: str = "",
         submitted_at: float | None = None,
     ) -> RolloutRecord:
-        """Follow a handle: its transitions so far, and from now on each change it observes."""
+        """Follow a handle: its transitions so far, and from now on each change it observes.
+
+        The handle must have been made with `on_change=board.handle_changed`: that is how the
+        board hears of its changes."""
+        if handle.on_change != self.handle_changed:
+            raise ValueError(
+                f"rollout {handle.rollout_id}: its handle reports to someone else "
+                "(create it with on_change=board.handle_changed)"
+            )
         record = RolloutRecord(
             rollout_id=handle.rollout_id,
             row_index=row_index,
@@ -360,7 +370,6 @@ class RolloutBoard:
             redact=self._redact,
         )
         self._add(record)
-        handle.on_change = self._observe
         return record
 
     def record_not_admitted(
@@ -476,7 +485,8 @@ class RolloutBoard:
 
     # -- observing -------------------------------------------------------------------------
 
-    def _observe(self, handle: RolloutHandle) -> None:
+    def handle_changed(self, handle: RolloutHandle) -> None:
+        """A tracked handle's `on_change`: account for what it observed."""
         record = self.records.get(handle.rollout_id)
         if record is not None and record.observed is handle:
             self._account(record)
@@ -515,8 +525,8 @@ class RolloutBoard:
         if transition.status in TERMINAL_STATUSES:
             for cancel in record.cancels:
                 cancel.answered_at = cancel.answered_at or transition.at
-        for listener in self.transition_listeners:
-            listener(record, index)
+        if self._on_transition is not None:
+            self._on_transition(record, index)
 
     def _leave_phase(self, record: RolloutRecord) -> None:
         # Every phase is looked in: the record's own status may already be the next one.

@@ -84,7 +84,8 @@ class RolloutHandle:
       (description of the failure being retried or that ended polling; cleared by the next
       successful poll), `lease` (the client's view of the polling lease);
     - `on_change(handle)`: called synchronously after each observed change of status and once
-      when polling ends, however it ends. Exceptions from it are logged, never raised.
+      when polling ends, however it ends. Exceptions from it are logged, never raised. It is
+      given at construction (`run_rollout_async(..., on_change=...)`) and cannot be replaced.
     """
 
     def __init__(
@@ -105,7 +106,7 @@ class RolloutHandle:
         self.status_changed: asyncio.Condition = asyncio.Condition()
         self.polling_finished: bool = False
         self.grade: bool = grade
-        self.on_change: Callable[[RolloutHandle], None] | None = on_change
+        self._on_change = on_change
         self.transitions: list[Transition] = [Transition(admission.status, now)]
         self.polls: int = 0
         self.poll_retries: int = 0
@@ -160,6 +161,10 @@ class RolloutHandle:
 
     # -- additions ---------------------------------------------------------------------------
 
+    @property
+    def on_change(self) -> Callable[[RolloutHandle], None] | None:
+        return self._on_change
+
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
         """Phases among queued/running/grading that were not observed, with the reason."""
         return phases_skipped_by(self)
@@ -199,7 +204,7 @@ class RolloutHandle:
                     self.transitions.append(Transition(status, time.monotonic()))
                 async with condition:
                     condition.notify_all()
-                if changed and self.on_change is not None:
+                if changed and self._on_change is not None:
                     self._notify_change()
                 if status in TERMINAL_STATUSES:
                     return result
@@ -220,7 +225,7 @@ class RolloutHandle:
             # handle leaves them hanging in that case.
             self.polling_finished = True
             self._notifier = task.get_loop().create_task(self._notify_waiters())
-        if self.on_change is not None:
+        if self._on_change is not None:
             self._notify_change()
 
     async def _notify_waiters(self) -> None:
@@ -228,9 +233,9 @@ class RolloutHandle:
             self.status_changed.notify_all()
 
     def _notify_change(self) -> None:
-        assert self.on_change is not None
+        assert self._on_change is not None
         try:
-            self.on_change(self)
+            self._on_change(self)
         except Exception:
             # A display callback must never break polling.
             logger.exception("on_change callback failed for rollout %s", self.rollout_id)

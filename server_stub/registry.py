@@ -49,11 +49,16 @@ class RolloutEntry:
     )
 
     def __init__(
-        self, rollout_id: str, lease_length_sec: float, on_expire: Callable[[], None]
+        self,
+        rollout_id: str,
+        lease_length_sec: float,
+        *,
+        on_expire: Callable[[], None],
+        on_status: Callable[[RolloutStatus], None],
     ) -> None:
         self.rollout_id = rollout_id
         self.lease = ServerLease(lease_length_sec, on_expire)
-        self.progress = RolloutProgress()
+        self.progress = RolloutProgress(on_status=on_status)
         self.result: RolloutResultResponse | None = None
         # The terminal body, encoded once: finished rollouts are polled again and again.
         self.result_json = b""
@@ -100,9 +105,11 @@ class RolloutRegistry:
     def register(self, rollout_id: str) -> tuple[RolloutEntry, str]:
         """Add an entry with a fresh lease; the caller has checked for duplicates."""
         entry = RolloutEntry(
-            rollout_id, self.polling_lease_timeout_sec, lambda: self._expire(entry)
+            rollout_id,
+            self.polling_lease_timeout_sec,
+            on_expire=lambda: self._expire(entry),
+            on_status=lambda _status: self._wake(entry),
         )
-        entry.progress.on_status = lambda _status: self._wake(entry)
         token = entry.lease.issue_token()
         entry.lease.arm()
         self.entries[rollout_id] = entry

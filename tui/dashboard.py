@@ -11,13 +11,12 @@ from tui.sources.live import EvalSource
 
 
 def run_dashboard(plan: EvalPlan, *, json_output: bool) -> int:
-    source = EvalSource(plan)
-    app = create_app(source, export_dir=plan.request.output)
-
     def notice(message: str) -> None:
+        # Notices come once the app runs, by which time `app` below exists.
         app.call_later(app.report, message, severity="warning")
 
-    source.on_notice = notice
+    source = EvalSource(plan, on_notice=notice)
+    app = create_app(source, export_dir=plan.request.output)
     app.run()
     if source.refused is not None:
         raise source.refused  # bad input found once running: the CLI exits 2 with it

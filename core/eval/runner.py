@@ -318,6 +318,7 @@ class EvalRunner:
             agent_timeout_sec=options.agent_timeout_sec,
             grader_timeout_sec=options.grader_timeout_sec,
             extra_fields=extra_fields,
+            on_change=self.board.handle_changed,
         )
         return self.board.track(
             handle,

@@ -79,18 +79,27 @@ def _health_error(exc: BaseException) -> str:
 class ServerPool:
     """Spreads rollouts over servers by free capacity and watches their health."""
 
-    def __init__(self, slots: list[RolloutServerSlot]) -> None:
+    def __init__(
+        self, slots: list[RolloutServerSlot], *, on_event: ServerListener | None = None
+    ) -> None:
+        """`on_event(slot, event)` hears of each change of a server (down, back up,
+        restarted, draining), after it is logged."""
         if not slots:
             raise ValueError("at least one rollout server is needed")
         self.slots = slots
-        self.listeners: list[ServerListener] = []
+        self._on_event = on_event
         self._freed = asyncio.Event()
         # Shared by every worker waiting for a server to come back while all are down.
         self._recovery: asyncio.Task[bool] | None = None
 
     @classmethod
     def connect(
-        cls, urls: list[str], *, http_client: httpx.AsyncClient, api_key: str | None
+        cls,
+        urls: list[str],
+        *,
+        http_client: httpx.AsyncClient,
+        api_key: str | None,
+        on_event: ServerListener | None = None,
     ) -> ServerPool:
         return cls(
             [
@@ -105,7 +114,8 @@ class ServerPool:
                     ),
                 )
                 for url in urls
-            ]
+            ],
+            on_event=on_event,
         )
 
     async def probe_all(self) -> None:
@@ -219,5 +229,5 @@ class ServerPool:
 
     def _tell(self, slot: RolloutServerSlot, event: str) -> None:
         logger.warning("rollout server %s %s", slot.url, event)
-        for listener in self.listeners:
-            listener(slot, event)
+        if self._on_event is not None:
+            self._on_event(slot, event)

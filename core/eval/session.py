@@ -62,7 +62,11 @@ class EvalSession:
         self.plan = plan
         self.redactor = Redactor([plan.request.llm_api_key, plan.request.server_api_key])
         # Through `_redact`: the redactor learns the gateway's bearer once it exists.
-        self.board = RolloutBoard(stuck_after_sec=plan.request.stuck_after_sec, redact=self._redact)
+        self.board = RolloutBoard(
+            stuck_after_sec=plan.request.stuck_after_sec,
+            redact=self._redact,
+            on_transition=self._write_transition,
+        )
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
         self.on_notice = on_notice or (lambda _message: None)
@@ -78,6 +82,7 @@ class EvalSession:
         # Set when a finished item could not be journaled (a full or read-only disk).
         self._write_problem: str | None = None
         self._stopping: asyncio.Task[None] | None = None
+        self._transitions: TransitionLog | None = None
 
     @property
     def runner(self) -> EvalRunner | None:
@@ -147,7 +152,7 @@ class EvalSession:
             )
             results = dict(kept)
             self.on_start(plan.run_name, len(todo), len(kept))
-            self._log_transitions(transitions)
+            self._transitions = transitions
 
             def finished(result: ItemResult) -> None:
                 if result.error_type is not None:  # a server's error text may quote a key
@@ -264,11 +269,13 @@ class EvalSession:
         gateway = await self._start_gateway(stack)
         urls = await self._servers(stack, folder, http)
         pool = ServerPool.connect(
-            list(urls), http_client=http, api_key=self.plan.request.server_api_key
-        )
-        # The pool logs its own events; the front end is told as well.
-        pool.listeners.append(
-            lambda slot, event: self.on_notice(self.redactor.redact(f"server {slot.url} {event}"))
+            list(urls),
+            http_client=http,
+            api_key=self.plan.request.server_api_key,
+            # The pool logs its own events; the front end is told as well.
+            on_event=lambda slot, event: self.on_notice(
+                self.redactor.redact(f"server {slot.url} {event}")
+            ),
         )
         self.pool = pool
         await pool.probe_all()
@@ -344,21 +351,21 @@ class EvalSession:
         wanted = self.plan.request.max_in_flight or self.plan.batch_size or capacity or 1
         return min(wanted, capacity) if capacity else wanted
 
-    def _log_transitions(self, transitions: TransitionLog) -> None:
-        def on_transition(record: RolloutRecord, index: int) -> None:
-            if record.row_index is not None and record.run_index is not None:
-                status, at = record.transitions[index]
-                transitions.record(
-                    record.rollout_id,
-                    record.row_index,
-                    record.run_index,
-                    status.value,
-                    transitions.elapsed(at),
-                    # On the first record only: a replay tells unrequested grading from missed.
-                    grade=record.grade if index == 0 else None,
-                )
-
-        self.board.transition_listeners.append(on_transition)
+    def _write_transition(self, record: RolloutRecord, index: int) -> None:
+        """The board's `on_transition`: a work item's status change, in transitions.jsonl."""
+        transitions = self._transitions
+        if transitions is None or record.row_index is None or record.run_index is None:
+            return
+        status, at = record.transitions[index]
+        transitions.record(
+            record.rollout_id,
+            record.row_index,
+            record.run_index,
+            status.value,
+            transitions.elapsed(at),
+            # On the first record only: a replay tells unrequested grading from missed.
+            grade=record.grade if index == 0 else None,
+        )
 
     def _write_results(
         self,

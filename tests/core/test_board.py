@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import httpx
+import pytest
 
 from core import RolloutClient, RolloutStatus
 from core.board import MODEL_CALLS_KEPT, RequestOptions, RolloutBoard, RolloutRecord
@@ -25,7 +26,9 @@ def statuses(record: RolloutRecord) -> list[RolloutStatus]:
 async def track(
     board: RolloutBoard, client: RolloutClient, rollout_id: str, **request: Any
 ) -> RolloutRecord:
-    handle = await client.run_rollout_async(PROMPT, CHAT_URL, rollout_id, **request)
+    handle = await client.run_rollout_async(
+        PROMPT, CHAT_URL, rollout_id, **request, on_change=board.handle_changed
+    )
     options = RequestOptions(
         initial_messages=tuple(PROMPT),
         chat_completions_url=CHAT_URL,
@@ -116,6 +119,18 @@ async def test_a_record_reads_its_handle_and_masks_what_it_shows(serve: Serve) -
     assert "sk-secret" not in shown.err_message and "***" in shown.err_message
     assert record.latest_result is shown  # masked once, not on every read
     assert board.counts()["failure"] == 1 and board.failures_by_category() == {"agent_error": 1}
+
+
+async def test_the_board_tracks_only_handles_that_report_to_it(serve: Serve) -> None:
+    board = RolloutBoard()
+    async with real_server(serve) as srv, srv.client() as client:
+        handle = await client.run_rollout_async(PROMPT, CHAT_URL, "stray", label="42")
+        with pytest.raises(ValueError, match=r"on_change=board\.handle_changed"):
+            board.track(handle)
+        with pytest.raises(AttributeError):  # hooks are given at construction, once
+            handle.on_change = board.handle_changed  # type: ignore[misc]
+        await handle
+    assert len(board) == 0
 
 
 async def test_cancel_on_server_records_the_request_the_answer_and_the_end(serve: Serve) -> None:

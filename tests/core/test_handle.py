@@ -348,8 +348,9 @@ async def test_a_failing_on_change_does_not_stop_polling(
 
     caplog.set_level(logging.ERROR, logger="core.handle")
     async with real_server(serve) as srv, srv.client() as client:
-        handle = await client.run_rollout_async(PROMPT, CHAT_URL, "cb-bad", label="42")
-        handle.on_change = explode
+        handle = await client.run_rollout_async(
+            PROMPT, CHAT_URL, "cb-bad", label="42", on_change=explode
+        )
         result = await handle
         await asyncio.sleep(0)
     assert result.status is S
@@ -364,12 +365,16 @@ async def test_lease_is_renewed_from_the_start_of_each_successful_get(serve: Ser
     ):
         client = RolloutClient(url=srv.url, http_client=http)
         before = time.monotonic()
+        deadlines: list[float] = []
         handle = await client.run_rollout_async(
-            PROMPT, CHAT_URL, "renew", label="42", metadata={"sleep": 0.5}
+            PROMPT,
+            CHAT_URL,
+            "renew",
+            label="42",
+            metadata={"sleep": 0.5},
+            on_change=lambda h: deadlines.append(h.lease.deadline),
         )
         initial = handle.lease.deadline
-        deadlines: list[float] = []
-        handle.on_change = lambda h: deadlines.append(h.lease.deadline)
         await handle
     assert before + 2.0 <= initial <= transport.result_gets[0][0] + 2.0
     starts = [at for at, _ in transport.result_gets]

@@ -19,6 +19,7 @@ from core.eval.gateway_errors import PreflightError
 from core.eval.launcher import free_port
 from server_stub import Grader, GraderContext
 from tests.eval_run.files import multiply_rows, read_jsonl
+from tests.polling import eventually
 from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
 from tests.reliability.proxy import proxy_to
 from tests.server.plugins import Echo
@@ -49,14 +50,16 @@ async def test_the_model_going_down_mid_run_fails_every_rollout_as_agent_error(
         proxy_to(chat_url.removesuffix("/v1")) as proxy,
         rollout_server(demo_app()) as url,
     ):
+        cutting: list[asyncio.Task[None]] = []
 
         def cut_the_model_off(session: EvalSession) -> None:
             # The preflight has passed once the first rollout is on the board.
-            def on_transition(*_: object) -> None:
+            async def cut() -> None:
+                await eventually(lambda: len(session.board) > 0, "a rollout on the board")
                 proxy.mode = "drop"
                 proxy.cut()
 
-            session.board.transition_listeners.append(on_transition)
+            cutting.append(asyncio.ensure_future(cut()))
 
         run = await run_session(
             tmp_path,
@@ -65,6 +68,7 @@ async def test_the_model_going_down_mid_run_fails_every_rollout_as_agent_error(
             chat_url=f"{proxy.url}/v1",
             before_run=cut_the_model_off,
         )
+        await cutting[0]
     assert run.summary.status == "complete"  # every item finished, if badly
     assert outcomes(run.folder) == {("failed", "agent_error"): 6}
     assert run.summary.problem is None

@@ -14,17 +14,17 @@ from tui.sources.base import NewRollout, Progress, ServerView
 class EvalSource:
     """Runs an `EvalSession` for the dashboard and adds rollouts typed in by hand."""
 
-    def __init__(self, plan: EvalPlan) -> None:
+    def __init__(self, plan: EvalPlan, *, on_notice: Callable[[str], None] | None = None) -> None:
+        """`on_notice(message)` hears of the session's notices (a server went down, ...)."""
         self.plan = plan
         self.session = EvalSession(
-            plan, on_start=self._started, on_result=self._result, on_notice=self._notice
+            plan, on_start=self._started, on_result=self._result, on_notice=on_notice
         )
         self.board = self.session.board
         self.summary: EvalSummary | None = None
         #: Why the run could not start, when that is the user's to fix (the model refused
         #: the preflight, the gateway's port is taken): the CLI exits 2 with it.
         self.refused: GatewayError | None = None
-        self.on_notice: Callable[[str], None] = lambda _message: None
         self._done_before = 0
         self._finished: list[ItemResult] = []
 
@@ -57,9 +57,6 @@ class EvalSource:
 
     def _result(self, result: ItemResult) -> None:
         self._finished.append(result)
-
-    def _notice(self, message: str) -> None:
-        self.on_notice(message)
 
     def progress(self) -> Progress:
         rewards = [r.reward for r in self._finished if r.reward is not None]
