@@ -286,6 +286,9 @@ class ChangeBatch:
 
 #: Called with a record and the index in `record.transitions` of a transition it observed.
 TransitionHook = Callable[[RolloutRecord, int], None]
+#: Called with a record and its cancel when one is asked for, and again once the server has
+#: answered it (its `disposition` or `error` is then set).
+CancelHook = Callable[[RolloutRecord, CancelRequest], None]
 
 
 class RolloutBoard:
@@ -297,13 +300,16 @@ class RolloutBoard:
         stuck_after_sec: float | None = None,
         redact: Callable[[str], str] | None = None,
         on_transition: TransitionHook | None = None,
+        on_cancel: CancelHook | None = None,
     ) -> None:
         """`redact` masks secrets in the error texts the board keeps (a server's err_message
         may quote the LLM key), so no front end can show or export them. `on_transition` is
-        called for every status a record observes, in order (the run's transitions.jsonl)."""
+        called for every status a record observes, in order, and `on_cancel` when a cancel is
+        asked for and when it is answered: the run's transitions.jsonl is written from them."""
         self.started_at = time.monotonic()
         self._redact = redact
         self._on_transition = on_transition
+        self._on_cancel = on_cancel
         self.records: dict[str, RolloutRecord] = {}
         self.stuck_after_sec = stuck_after_sec
         self._changed: set[str] = set()
@@ -580,6 +586,8 @@ class RolloutBoard:
         request = CancelRequest(requested_at=time.monotonic())
         record.cancels.append(request)
         self._mark(record.rollout_id)
+        if self._on_cancel is not None:
+            self._on_cancel(record, request)
         try:
             response = await record.client.cancel_rollout(record.rollout_id)
         except Exception as exc:  # a cancel that failed is shown, never raised into the UI
@@ -591,6 +599,8 @@ class RolloutBoard:
         if record.finished:
             request.answered_at = request.answered_at or time.monotonic()
         self._mark(record.rollout_id)
+        if self._on_cancel is not None:
+            self._on_cancel(record, request)
         return answer
 
     def stop_tracking(self, ids: Iterable[str]) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from core.board import RequestOptions, RolloutBoard, RolloutRecord
+from core.board import CancelRequest, RequestOptions, RolloutBoard, RolloutRecord
 from core.eval.embedded import demo_rollout_server
 from core.eval.gateway import ModelGateway
 from core.eval.gateway_errors import GatewayError
@@ -66,6 +66,7 @@ class EvalSession:
             stuck_after_sec=plan.request.stuck_after_sec,
             redact=self._redact,
             on_transition=self._write_transition,
+            on_cancel=self._write_cancel,
         )
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
@@ -182,7 +183,6 @@ class EvalSession:
                 status, problem = await self._run_items(stack, folder, todo, finished)
             if self._stopping is not None:
                 await self._stopping
-            _log_cancels(self.board, transitions)
             if self._write_problem is not None:
                 status = "incomplete"
                 problem = self._write_problem
@@ -367,6 +367,24 @@ class EvalSession:
             grade=record.grade if index == 0 else None,
         )
 
+    def _write_cancel(self, record: RolloutRecord, cancel: CancelRequest) -> None:
+        """The board's `on_cancel`: a cancel asked for (by an interrupt, a deadline or the
+        dashboard), then the server's answer, each written as it happens, so a run killed
+        afterwards keeps them."""
+        transitions = self._transitions
+        if transitions is None or record.row_index is None or record.run_index is None:
+            return
+        answered = cancel.disposition is not None or cancel.error is not None
+        transitions.cancel_request(
+            record.rollout_id,
+            record.row_index,
+            record.run_index,
+            t=transitions.elapsed(cancel.requested_at),
+            disposition=cancel.disposition,
+            error=cancel.error,
+            reply_t=transitions.elapsed() if answered else None,
+        )
+
     def _write_results(
         self,
         folder: RunFolder,
@@ -425,23 +443,6 @@ class EvalSession:
             problem=problem,
             resumed=len(kept),
         )
-
-
-def _log_cancels(board: RolloutBoard, transitions: TransitionLog) -> None:
-    """Every cancel asked for during the run (by an interrupt, a deadline or the dashboard),
-    with the server's answer, which arrives after the request."""
-    for record in board:
-        if record.row_index is None or record.run_index is None:
-            continue
-        for cancel in record.cancels:
-            transitions.cancel_request(
-                record.rollout_id,
-                record.row_index,
-                record.run_index,
-                t=transitions.elapsed(cancel.requested_at),
-                disposition=cancel.disposition,
-                error=cancel.error,
-            )
 
 
 @contextlib.contextmanager

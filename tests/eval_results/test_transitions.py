@@ -14,8 +14,8 @@ def test_transition_records_and_their_shapes(tmp_path: Path) -> None:
     log = TransitionLog(path)
     log.record("r1", 0, 1, "queued", 0.0)
     log.record("r1", 0, 1, "running", 0.12345)
-    log.admission_retry("r2", 1, 0, t=0.5, attempt=1, delay_s=0.25, server="http://a")
-    log.cancel_request("r1", 0, 1, t=2, disposition="cancelled_running")
+    log.cancel_request("r1", 0, 1, t=2)
+    log.cancel_request("r1", 0, 1, t=2, disposition="cancelled_running", reply_t=2.0304)
     log.cancel_request("r3", 2, 0, t=2.5, error="POST /rollout/cancel returned 500")
     log.close()
     log.close()  # idempotent
@@ -29,10 +29,10 @@ def test_transition_records_and_their_shapes(tmp_path: Path) -> None:
          "status": "queued", "t": 0.0},
         {"kind": "status", "rollout_id": "r1", "row_index": 0, "run_index": 1,
          "status": "running", "t": 0.123},
-        {"kind": "admission_retry", "rollout_id": "r2", "row_index": 1, "run_index": 0,
-         "t": 0.5, "attempt": 1, "status_code": 429, "delay_s": 0.25, "server": "http://a"},
         {"kind": "cancel_request", "rollout_id": "r1", "row_index": 0, "run_index": 1,
-         "t": 2.0, "disposition": "cancelled_running"},
+         "t": 2.0},
+        {"kind": "cancel_request", "rollout_id": "r1", "row_index": 0, "run_index": 1,
+         "t": 2.0, "disposition": "cancelled_running", "reply_t": 2.03},
         {"kind": "cancel_request", "rollout_id": "r3", "row_index": 2, "run_index": 0,
          "t": 2.5, "error": "POST /rollout/cancel returned 500"},
     ]  # fmt: skip

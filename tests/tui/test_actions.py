@@ -9,11 +9,13 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import replace
+from typing import Any
 
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList
 
 from core.eval.export import EXPORT_FIELDS
+from core.eval.results.transitions import read_transitions
 from core.types import RolloutStatus
 from tests.tui.helpers import (
     SIZE,
@@ -53,6 +55,36 @@ async def test_cancel_confirmed_cancels_on_the_server(live_eval: LiveFactory) ->
             await until(pilot, lambda: "cancelled_running" in row_text(app, rollout_id))
             assert "cancelled" in row_text(app, rollout_id)
             assert any("cancel requested" in line for line in log_lines(app))
+
+
+async def test_a_cancel_is_in_transitions_jsonl_while_the_run_goes_on(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT), row(**IN_FLIGHT)]) as live:
+        app = make_app(live)
+        recording = live.folder / "transitions.jsonl"
+
+        def cancel_lines(rollout_id: str) -> list[dict[str, Any]]:
+            # Read the way the replay reads it: the log is written as things happen, so a
+            # run killed now would keep these lines.
+            return [
+                line
+                for line in read_transitions(recording)
+                if line["kind"] == "cancel_request" and line["rollout_id"] == rollout_id
+            ]
+
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: selected_status(app) == RUNNING)
+            rollout_id = app.table.cursor_id
+            assert rollout_id is not None
+            await pilot.press("c", "y")
+            await until(pilot, lambda: len(cancel_lines(rollout_id)) == 2)
+            asked, answered = cancel_lines(rollout_id)
+            assert not live.source.finished, "the other row is still running"
+            assert "disposition" not in asked
+            assert answered["disposition"] == "cancelled_running"
+            assert answered["t"] == asked["t"]
+            assert isinstance(answered["reply_t"], float) and answered["reply_t"] >= asked["t"]
 
 
 async def test_cancel_answered_no_sends_nothing(live_eval: LiveFactory) -> None:

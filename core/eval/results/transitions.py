@@ -10,12 +10,12 @@ would be null are left out:
 - `{"kind": "status", "rollout_id", "row_index", "run_index", "status", "t"}`: an observed
   status change (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`,
   `unknown`, or whatever the server reported). A line without `kind` is read as this one.
-- `{"kind": "admission_retry", "rollout_id", "row_index", "run_index", "t", "attempt",
-  "status_code", "delay_s", "server"?}`: the server refused admission (normally 429) and
-  the client waits `delay_s` before attempt number `attempt + 1`.
 - `{"kind": "cancel_request", "rollout_id", "row_index", "run_index", "t",
-  "disposition"?, "error"?}`: a cancel was requested; `disposition` is the server's answer
-  (`cancelled_queued`, `cancelled_running`, `not_found`), `error` a failed request.
+  "disposition"?, "error"?, "reply_t"?}`: a cancel was requested at `t`. Written when it is
+  asked for, then once more when the server answered: the same line with `disposition`
+  (`cancelled_queued`, `cancelled_running`, `not_found`) or `error` (a failed request) and
+  `reply_t`, when the answer came. The last line per rollout and `t` is the latest word;
+  logs of older versions hold only the answered line, without `reply_t`.
 """
 
 from __future__ import annotations
@@ -124,33 +124,6 @@ class TransitionLog:
             }
         )
 
-    def admission_retry(
-        self,
-        rollout_id: str,
-        row_index: int,
-        run_index: int,
-        *,
-        t: float,
-        attempt: int,
-        delay_s: float,
-        status_code: int = 429,
-        server: str | None = None,
-    ) -> None:
-        """Admission attempt `attempt` (1-based) was refused; the next one in `delay_s`."""
-        self._write(
-            {
-                "kind": "admission_retry",
-                "rollout_id": rollout_id,
-                "row_index": row_index,
-                "run_index": run_index,
-                "t": t,
-                "attempt": attempt,
-                "status_code": status_code,
-                "delay_s": round(delay_s, 3),
-                "server": server,
-            }
-        )
-
     def cancel_request(
         self,
         rollout_id: str,
@@ -160,8 +133,10 @@ class TransitionLog:
         t: float,
         disposition: str | None = None,
         error: str | None = None,
+        reply_t: float | None = None,
     ) -> None:
-        """A cancel was asked for; `disposition` is the server's answer, `error` a failure."""
+        """A cancel asked for at `t`; once answered, `disposition` is the server's answer,
+        `error` a failed request, and `reply_t` when either came."""
         self._write(
             {
                 "kind": "cancel_request",
@@ -171,6 +146,7 @@ class TransitionLog:
                 "t": t,
                 "disposition": _plain(disposition),
                 "error": error,
+                "reply_t": None if reply_t is None else round(reply_t, 3),
             }
         )
 
