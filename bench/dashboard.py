@@ -17,9 +17,10 @@ from textual import events
 from textual.strip import Strip
 
 from core.board import RolloutBoard
+from core.eval.results.metrics import Progress
 from core.types import RolloutStatus
 from tui.app import create_app
-from tui.sources.base import NewRollout, Progress, ServerView
+from tui.sources.base import NewRollout, ServerView
 from tui.widgets.rollout_table import RolloutTable
 
 ROLLOUTS = 10_000

@@ -23,12 +23,12 @@ from core.eval.results.folder import (
     manifest_inputs,
     validate_run_name,
 )
+from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
 from core.eval.results.records import WorkItem
 from core.eval.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
-DEFAULT_PASS_THRESHOLD = 1.0
 ServerMode = Literal["servers", "workspace", "embedded"]
 T = TypeVar("T")
 R = TypeVar("R")

@@ -32,7 +32,7 @@ from core.eval.results.events import Journal
 from core.eval.results.folder import RunFolder, RunFolderError
 from core.eval.results.index import index_rows, write_index
 from core.eval.results.logs import RunLog
-from core.eval.results.metrics import compute_metrics, metrics_document
+from core.eval.results.metrics import Progress, compute_metrics, metrics_document, progress
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
@@ -75,6 +75,8 @@ class EvalSession:
         self.gateway: ModelGateway | None = None
         self.folder: RunFolder | None = None
         self.total_to_run = 0
+        #: The finished work items: those from before (a resume) and those of this run.
+        self.results: dict[ItemKey, ItemResult] = {}
         self._runner: EvalRunner | None = None
         self._interrupt: bool | None = None  # requested before the runner existed: cancel?
         self._startup: asyncio.Future[tuple[ModelGateway, ServerPool]] | None = None
@@ -109,6 +111,14 @@ class EvalSession:
         if self._runner is None:
             raise RuntimeError("the servers are not ready yet")
         return await self._runner.submit(options, row_index=row_index)
+
+    def progress(self) -> Progress:
+        """How far the run is, counted as its metrics.json will count it."""
+        return progress(
+            self.results.values(),
+            total_items=len(self.plan.items),
+            pass_threshold=self.plan.pass_threshold,
+        )
 
     def notice(self, message: str) -> None:
         message = self.redactor.redact(message)
@@ -151,7 +161,7 @@ class EvalSession:
                 f"run {plan.run_name}: {len(plan.items)} work items, {len(kept)} already done, "
                 f"{len(todo)} to run"
             )
-            results = dict(kept)
+            results = self.results = dict(kept)
             self.on_start(plan.run_name, len(todo), len(kept))
             self._transitions = transitions
 

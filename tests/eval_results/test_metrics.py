@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from core.eval.results.events import Journal
-from core.eval.results.metrics import compute_metrics, metrics_document, pass_at_k
+from core.eval.results.metrics import (
+    compute_metrics,
+    metrics_document,
+    pass_at_k,
+    progress,
+    recorded_pass_threshold,
+)
 from core.eval.results.records import ItemResult, ItemStatus
 
 # n = 4 attempts per row, pass threshold 1.0. Rows 0-3 pass 0, 1, 2 and 4 times; row 4 has
@@ -48,6 +54,31 @@ def _fixed_results(tmp_path: Path) -> list[ItemResult]:
     results = Journal.load(path, on_warning=warnings.append)
     assert warnings == []
     return list(results.values())
+
+
+@pytest.mark.parametrize("threshold", [1.0, 0.5, 0.0])
+def test_progress_counts_as_the_summary_does(threshold: float) -> None:
+    # Straight from the journal lines, the superseded one included: the last one wins here too.
+    lines = [ItemResult.from_json(json.loads(line)) for line in FIXED_JOURNAL.splitlines()]
+    summary = compute_metrics(lines, total_items=20, n=4, pass_threshold=threshold)
+    shown = progress(lines, total_items=20, pass_threshold=threshold)
+    assert (shown.done, shown.total) == (summary["total_samples"], 20)
+    assert (shown.passed, shown.completed) == (summary["passed"], summary["completed_samples"])
+    assert shown.pass_rate == summary["pass_rate"]
+    assert shown.rewards_count == summary["graded"]
+    assert shown.mean_reward == pytest.approx(summary["reward_stats"]["mean"])
+
+
+def test_progress_before_anything_finished_has_no_rates() -> None:
+    shown = progress([], total_items=3, pass_threshold=1.0)
+    assert (shown.done, shown.total, shown.pass_rate, shown.mean_reward) == (0, 3, None, None)
+
+
+def test_the_recorded_threshold_of_a_metrics_document() -> None:
+    assert recorded_pass_threshold({"summary": {"pass_threshold": 0.5}}) == 0.5
+    assert recorded_pass_threshold({"summary": {"pass_threshold": 0}}) == 0.0
+    odd: list[object] = [None, [], {"summary": {}}, {"summary": {"pass_threshold": True}}]
+    assert [recorded_pass_threshold(document) for document in odd] == [None] * len(odd)
 
 
 def test_summary_of_the_fixed_journal(tmp_path: Path) -> None:

@@ -31,6 +31,13 @@ class ExactMatch(Grader):
         ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == ctx.label else 0.0)
 
 
+class RewardFromMetadata(Grader):
+    """Rewards metadata["reward"]: partial credit, for pass thresholds below 1."""
+
+    async def grade(self, ctx: GraderContext) -> None:
+        ctx.set_reward(float((ctx.metadata or {})["reward"]))
+
+
 class SlowCleanup(AgentWorkflow[Any]):
     """Runs until cancelled, then spends a while in its cleanup (a `finally` block)."""
 

@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 
 from core.eval import EvalRequest, prepare
-from server_stub import AgentWorkflowConfig, ConcurrencyConfig, LocalBackend, create_rollout_server
+from server_stub import (
+    AgentWorkflowConfig,
+    ConcurrencyConfig,
+    Grader,
+    LocalBackend,
+    create_rollout_server,
+)
 from server_stub.serving import serve_in_loop
 from tests.server.plugins import Echo, ExactMatch
 from tests.tui.helpers import CHAT_URL, Live, LiveFactory
@@ -27,8 +33,8 @@ from tui.sources.live import EvalSource
 @pytest.fixture
 def live_eval(tmp_path: Path) -> LiveFactory:
     """`async with live_eval(rows, **request) as live:` serves a fresh server_stub (running
-    Echo, or `workflow=`) and prepares an eval of `rows` against it (the app is created by
-    the test)."""
+    Echo, or `workflow=`, graded by `grader`) and prepares an eval of `rows` against it (the
+    app is created by the test)."""
 
     @asynccontextmanager
     async def start(
@@ -36,11 +42,12 @@ def live_eval(tmp_path: Path) -> LiveFactory:
         *,
         result_wait: float = 0.3,
         workflow: Any = Echo,
+        grader: type[Grader] = ExactMatch,
         **request: Any,
     ) -> AsyncIterator[Live]:
         backend = LocalBackend(
             workflow=workflow,
-            grader=ExactMatch,
+            grader=grader,
             workflow_config=AgentWorkflowConfig(
                 name="echo", concurrency=ConcurrencyConfig(max_concurrent=16)
             ),

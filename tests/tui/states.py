@@ -28,6 +28,7 @@ from core.board import (
     RolloutRecord,
 )
 from core.eval.model_calls import ModelCall
+from core.eval.results.metrics import Progress
 from core.types import (
     CancelRolloutsResponse,
     RolloutErrorCategory,
@@ -36,7 +37,7 @@ from core.types import (
     RolloutStatus,
 )
 from tui.app import DashboardApp, create_app
-from tui.sources.base import NewRollout, Progress, ServerView
+from tui.sources.base import NewRollout, ServerView
 from tui.widgets.summary import SummaryStrip
 
 T0 = 5_000.0  # the board's start, on the frozen monotonic clock

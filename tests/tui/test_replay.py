@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from core.types import RolloutStatus
+from tests.server.plugins import RewardFromMetadata
 from tests.tui.helpers import (
     SIZE,
     LiveFactory,
     details_text,
     row,
     status_line,
+    text_of,
     until,
 )
 from tui.app import DashboardApp, create_app
@@ -74,6 +78,25 @@ async def test_a_real_recording_plays_to_the_end(live_eval: LiveFactory) -> None
         assert replayed_ungraded.skipped_phases()[RolloutStatus.GRADING] == "not_requested"
         assert source.progress().done == 3
         assert "replay (read-only)" in status_line(app)
+
+
+async def test_a_replay_counts_with_the_run_s_own_pass_threshold(live_eval: LiveFactory) -> None:
+    # At the run's threshold of 0.5 three of the four pass; at the default 1.0, one would.
+    rows = [row(reward=reward) for reward in (1.0, 0.7, 0.5, 0.3)]
+    async with live_eval(rows, pass_threshold=0.5, grader=RewardFromMetadata) as live:
+        await live.source.run()
+        during_the_run = live.source.progress()
+    summary = json.loads((live.folder / "metrics.json").read_text())["summary"]
+    assert summary["pass_threshold"] == 0.5 and summary["pass_rate"] == 0.75
+    assert during_the_run.pass_rate == summary["pass_rate"]
+    app, source = replay_app(live.folder / "transitions.jsonl", speed=64)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: source.finished)
+        replayed = source.progress()
+        assert replayed.pass_rate == summary["pass_rate"]
+        assert (replayed.done, replayed.total, replayed.completed) == (4, 4, 4)
+        assert replayed.mean_reward == pytest.approx(summary["reward_stats"]["mean"])
+        await until(pilot, lambda: "pass 75.0%" in text_of(app.summary))
 
 
 async def test_pause_step_and_speed(tmp_path: Path) -> None:

@@ -9,24 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from core.board import RolloutBoard
-
-
-@dataclass(frozen=True)
-class Progress:
-    done: int
-    total: int
-    passed: int
-    completed: int
-    rewards_sum: float
-    rewards_count: int
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passed / self.completed if self.completed else None
-
-    @property
-    def mean_reward(self) -> float | None:
-        return self.rewards_sum / self.rewards_count if self.rewards_count else None
+from core.eval.results.metrics import Progress
 
 
 @dataclass(frozen=True)

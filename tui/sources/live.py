@@ -7,8 +7,8 @@ from collections.abc import Callable
 from core.board import RequestOptions
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.gateway_errors import GatewayError
-from core.eval.results.records import ItemResult
-from tui.sources.base import NewRollout, Progress, ServerView
+from core.eval.results.metrics import Progress
+from tui.sources.base import NewRollout, ServerView
 
 
 class EvalSource:
@@ -17,16 +17,12 @@ class EvalSource:
     def __init__(self, plan: EvalPlan, *, on_notice: Callable[[str], None] | None = None) -> None:
         """`on_notice(message)` hears of the session's notices (a server went down, ...)."""
         self.plan = plan
-        self.session = EvalSession(
-            plan, on_start=self._started, on_result=self._result, on_notice=on_notice
-        )
+        self.session = EvalSession(plan, on_notice=on_notice)
         self.board = self.session.board
         self.summary: EvalSummary | None = None
         #: Why the run could not start, when that is the user's to fix (the model refused
         #: the preflight, the gateway's port is taken): the CLI exits 2 with it.
         self.refused: GatewayError | None = None
-        self._done_before = 0
-        self._finished: list[ItemResult] = []
 
     @property
     def title(self) -> str:
@@ -52,24 +48,8 @@ class EvalSource:
         # The session closes its HTTP client (and stops an embedded server) when it ends.
         return self.session.runner is not None and not self.finished
 
-    def _started(self, _name: str, _todo: int, done_before: int) -> None:
-        self._done_before = done_before
-
-    def _result(self, result: ItemResult) -> None:
-        self._finished.append(result)
-
     def progress(self) -> Progress:
-        rewards = [r.reward for r in self._finished if r.reward is not None]
-        threshold = self.plan.pass_threshold
-        completed = [r for r in self._finished if r.status != "skipped"]
-        return Progress(
-            done=self._done_before + len(self._finished),
-            total=len(self.plan.items),
-            passed=sum(1 for r in completed if r.reward is not None and r.reward >= threshold),
-            completed=len(completed),
-            rewards_sum=sum(rewards),
-            rewards_count=len(rewards),
-        )
+        return self.session.progress()
 
     def servers(self) -> list[ServerView]:
         pool = self.session.pool

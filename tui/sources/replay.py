@@ -2,21 +2,37 @@
 
 Read-only: the board is fed from the recording (and, when they sit beside it, the results
 in events.jsonl), at `speed` times the recorded pace; it can be paused and stepped one
-event at a time. This is for debugging phase skips after the fact.
+event at a time. This is for debugging phase skips after the fact. Progress is counted as
+the live run counted it: with the run's pass threshold (from its metrics.json) and its
+number of work items (from its manifest.json), when they sit beside the recording too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.board import RolloutBoard
 from core.eval.results.events import Journal
+from core.eval.results.folder import (
+    EVENTS_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    work_item_count,
+)
+from core.eval.results.metrics import (
+    DEFAULT_PASS_THRESHOLD,
+    Progress,
+    progress,
+    recorded_pass_threshold,
+)
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
-from tui.sources.base import NewRollout, Progress, ServerView
+from tui.sources.base import NewRollout, ServerView
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
 MAX_GAP_SEC = 5.0
@@ -74,6 +90,25 @@ def load_events(path: Path, warnings: list[str]) -> list[ReplayEvent]:
     return events
 
 
+def _json_beside(path: Path, name: str, warnings: list[str]) -> Any:
+    """The JSON document `name` in the recording's folder; None when absent or unreadable."""
+    document = path.with_name(name)
+    if not document.exists():
+        return None
+    try:
+        return json.loads(document.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        warnings.append(f"{document}: not read ({exc})")
+        return None
+
+
+def _item_of(event: ReplayEvent) -> object:
+    """The work item a recorded rollout was an attempt at (its id, when the line lacks it)."""
+    if event.row_index is None or event.run_index is None:
+        return event.rollout_id
+    return (event.row_index, event.run_index)
+
+
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -101,11 +136,15 @@ class ReplaySource:
         self.events = load_events(path, self.warnings)
         if not self.events:
             raise ReplayError(f"{path}: no status records to replay")
-        events_file = path.with_name("events.jsonl")
+        events_file = path.with_name(EVENTS_FILE)
         self.results: dict[str, ItemResult] = {}
         if events_file.exists():
             loaded = Journal.load(events_file, on_warning=self.warnings.append)
             self.results = {item.rollout_id: item for item in loaded.values()}
+        # The run's threshold is in its metrics.json; a run killed before writing one is
+        # taken to have used the default (its config or flags are not recorded elsewhere).
+        recorded = recorded_pass_threshold(_json_beside(path, METRICS_FILE, self.warnings))
+        self.pass_threshold = DEFAULT_PASS_THRESHOLD if recorded is None else recorded
         self.board = RolloutBoard()
         self.speed = speed
         self.paused = False
@@ -117,6 +156,11 @@ class ReplaySource:
         self._pending_steps = 0
         self._wake = asyncio.Event()
         self._ids = {event.rollout_id for event in self.events}
+        manifest = _json_beside(path, MANIFEST_FILE, self.warnings)
+        inputs = manifest.get("inputs") if isinstance(manifest, dict) else None
+        counted = work_item_count(inputs) if isinstance(inputs, dict) else None
+        #: The run's work items; without a manifest, the ones the recording attempted.
+        self.total_items = counted if counted is not None else len(set(map(_item_of, self.events)))
 
     @property
     def title(self) -> str:
@@ -140,19 +184,13 @@ class ReplaySource:
         return False
 
     def progress(self) -> Progress:
-        done = [r for r in self.board if r.finished]
-        rewards = [
-            item.reward
-            for record in done
-            if (item := self.results.get(record.rollout_id)) is not None and item.reward is not None
-        ]
-        return Progress(
-            done=len(done),
-            total=len(self._ids),
-            passed=sum(1 for reward in rewards if reward >= 1.0),
-            completed=len(done),
-            rewards_sum=sum(rewards),
-            rewards_count=len(rewards),
+        """The run's progress as of the replayed moment: the results of the rollouts seen
+        finishing so far."""
+        finished = (self.results.get(record.rollout_id) for record in self.board if record.finished)
+        return progress(
+            (item for item in finished if item is not None),
+            total_items=self.total_items,
+            pass_threshold=self.pass_threshold,
         )
 
     def servers(self) -> list[ServerView]:

@@ -10,7 +10,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from core.board import RolloutBoard
-from tui.sources.base import Progress, ServerView
+from core.eval.results.metrics import Progress
+from tui.sources.base import ServerView
 from tui.widgets.format import STATUS_STYLES, compact_count, duration, money, plain
 
 CHIPS = ("queued", "running", "grading", "success", "failure", "cancelled", "stuck", "untracked")

@@ -126,6 +126,16 @@ def manifest_inputs(
     }
 
 
+def work_item_count(inputs: Mapping[str, Any]) -> int | None:
+    """How many work items a manifest's `inputs` make (selected rows × n); None when they do
+    not say (a manifest of another shape)."""
+    dataset, n = inputs.get("dataset"), inputs.get("n")
+    rows = dataset.get("selected_source_rows") if isinstance(dataset, dict) else None
+    if not isinstance(rows, list) or isinstance(n, bool) or not isinstance(n, int):
+        return None
+    return len(rows) * n
+
+
 def _changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
     """Dotted paths where `old` and `new` differ; lists and scalars compare whole."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -313,4 +323,5 @@ __all__ = [
     "default_run_name",
     "manifest_inputs",
     "validate_run_name",
+    "work_item_count",
 ]

@@ -21,6 +21,9 @@ platform's agree:
   attempts and `c` its passes, averaged over the rows with `a >= k`. In a complete run
   without skips `a = n` for every row; rows short of k attempts (pending or skipped ones)
   are left out of that k rather than guessed. A k no row qualifies for is left out.
+
+`progress()` counts a run in flight by the same rules (the dashboard's progress line, live and
+replayed), so its pass rate is the one `metrics.json` will say.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from core.eval.results.records import ItemKey, ItemResult, iso_utc
+
+#: The reward a sample needs to pass when neither the config nor the flags say (as official).
+DEFAULT_PASS_THRESHOLD = 1.0
 
 
 def pass_at_k(attempts: int, passes: int, k: int) -> float:
@@ -66,6 +73,52 @@ def _reward_stats(rewards: list[float]) -> dict[str, float | None]:
     }
 
 
+def _final(results: Iterable[ItemResult]) -> dict[ItemKey, ItemResult]:
+    """One result per work item: a repeated key (straight from a journal) keeps the last."""
+    return {result.key: result for result in results}
+
+
+@dataclass
+class _Tally:
+    """What the summary and the progress line are both counted from (module docstring)."""
+
+    total: int = 0
+    skipped: int = 0
+    failed: int = 0
+    passed: int = 0
+    tokens_used: int = 0
+    rewards: list[float] = field(default_factory=list)
+    #: Per row: finished non-skipped attempts, and how many of them passed.
+    attempts: dict[int, int] = field(default_factory=dict)
+    passes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> int:
+        return self.total - self.skipped
+
+
+def _tally(final: Iterable[ItemResult], pass_threshold: float) -> _Tally:
+    tally = _Tally()
+    for result in final:
+        tally.total += 1
+        if result.tokens is not None:
+            tally.tokens_used += result.tokens
+        if result.status == "skipped":
+            tally.skipped += 1
+            continue
+        if result.status == "failed":
+            tally.failed += 1
+        passing = False
+        if result.reward is not None:
+            tally.rewards.append(result.reward)
+            passing = result.reward >= pass_threshold
+            tally.passed += passing
+        row = result.row_index
+        tally.attempts[row] = tally.attempts.get(row, 0) + 1
+        tally.passes[row] = tally.passes.get(row, 0) + passing
+    return tally
+
+
 def compute_metrics(
     results: Iterable[ItemResult], *, total_items: int, n: int, pass_threshold: float
 ) -> dict[str, Any]:
@@ -76,56 +129,83 @@ def compute_metrics(
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
-    final: dict[ItemKey, ItemResult] = {}
-    for result in results:
-        final[result.key] = result
+    final = _final(results)
     if len(final) > total_items:
         raise ValueError(f"{len(final)} finished items but only {total_items} work items")
-
-    skipped = failed = graded = passed = tokens_used = 0
-    rewards: list[float] = []
-    attempts: dict[int, int] = {}
-    passes: dict[int, int] = {}
-    for result in final.values():
-        if result.tokens is not None:
-            tokens_used += result.tokens
-        if result.status == "skipped":
-            skipped += 1
-            continue
-        if result.status == "failed":
-            failed += 1
-        passing = False
-        if result.reward is not None:
-            graded += 1
-            rewards.append(result.reward)
-            passing = result.reward >= pass_threshold
-            passed += passing
-        attempts[result.row_index] = attempts.get(result.row_index, 0) + 1
-        passes[result.row_index] = passes.get(result.row_index, 0) + passing
+    tally = _tally(final.values(), pass_threshold)
 
     pass_at: list[dict[str, Any]] = []
     if n >= 2:
         for k in _ks(n):
-            values = [pass_at_k(a, passes[row], k) for row, a in attempts.items() if a >= k]
+            values = [
+                pass_at_k(a, tally.passes[row], k) for row, a in tally.attempts.items() if a >= k
+            ]
             if values:
                 pass_at.append({"k": k, "value": statistics.fmean(values)})
 
-    total = len(final)
-    completed = total - skipped
+    completed = tally.completed
     return {
-        "total_samples": total,
-        "skipped": skipped,
+        "total_samples": tally.total,
+        "skipped": tally.skipped,
         "completed_samples": completed,
-        "failed": failed,
-        "graded": graded,
-        "passed": passed,
-        "pass_rate": passed / completed if completed else 0.0,
+        "failed": tally.failed,
+        "graded": len(tally.rewards),
+        "passed": tally.passed,
+        "pass_rate": tally.passed / completed if completed else 0.0,
         "pass_threshold": pass_threshold,
-        "tokens_used": tokens_used,
-        "reward_stats": _reward_stats(rewards),
+        "tokens_used": tally.tokens_used,
+        "reward_stats": _reward_stats(tally.rewards),
         "n_runs": n,
         "pass_at_k": pass_at,
     }
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a run is and how it does so far, counted as `metrics.json` counts."""
+
+    done: int
+    """Finished work items (`total_samples`)."""
+    total: int
+    """Work items in the run, pending included."""
+    passed: int
+    completed: int
+    """Finished items that are samples (`completed_samples`: not skipped)."""
+    rewards_sum: float
+    rewards_count: int
+    """Graded samples (`graded`)."""
+
+    @property
+    def pass_rate(self) -> float | None:
+        """`passed / completed`; None until a sample completed (metrics.json says 0.0)."""
+        return self.passed / self.completed if self.completed else None
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.rewards_sum / self.rewards_count if self.rewards_count else None
+
+
+def progress(results: Iterable[ItemResult], *, total_items: int, pass_threshold: float) -> Progress:
+    """The progress of a run from the results it has so far (a repeated key keeps the last):
+    the numbers its `metrics.json` has, or will have, for the same results and threshold."""
+    tally = _tally(_final(results).values(), pass_threshold)
+    return Progress(
+        done=tally.total,
+        total=total_items,
+        passed=tally.passed,
+        completed=tally.completed,
+        rewards_sum=sum(tally.rewards),
+        rewards_count=len(tally.rewards),
+    )
+
+
+def recorded_pass_threshold(document: object) -> float | None:
+    """The threshold a `metrics.json` document was computed with, if it says one."""
+    summary = document.get("summary") if isinstance(document, dict) else None
+    threshold = summary.get("pass_threshold") if isinstance(summary, dict) else None
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        return None
+    return float(threshold)
 
 
 def metrics_document(
@@ -164,4 +244,12 @@ def metrics_document(
     }
 
 
-__all__ = ["compute_metrics", "metrics_document", "pass_at_k"]
+__all__ = [
+    "DEFAULT_PASS_THRESHOLD",
+    "Progress",
+    "compute_metrics",
+    "metrics_document",
+    "pass_at_k",
+    "progress",
+    "recorded_pass_threshold",
+]
