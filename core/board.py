@@ -15,10 +15,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.handle import RolloutHandle, Transition, describe_error
-from core.phases import SkipReason, phases_skipped_by
+from core.phases import PHASES, SkipReason, phases_skipped_by
 from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
 
 if TYPE_CHECKING:
@@ -31,9 +31,14 @@ STUCK_FLOOR_SEC = 30.0
 # Model calls a record keeps (the latest that ended); its counts and sums cover every call.
 MODEL_CALLS_KEPT = 50
 
-DisplayStatus = Literal[
-    "queued", "running", "grading", "success", "failure", "cancelled", "not_admitted"
-]
+#: The status the board shows for a rollout the server never accepted.
+NOT_ADMITTED = "not_admitted"
+#: The statuses a front end shows rollouts in, in lifecycle order: the protocol's own (but
+#: `unknown`, never a state a rollout stays in), then the board's `not_admitted`.
+DISPLAY_STATUSES: tuple[str, ...] = (
+    *(status.value for status in RolloutStatus if status is not RolloutStatus.UNKNOWN),
+    NOT_ADMITTED,
+)
 
 
 @dataclass(frozen=True)
@@ -236,8 +241,9 @@ class RolloutRecord:
         return self.transitions[-1].at if self.status in TERMINAL_STATUSES else None
 
     @property
-    def display_status(self) -> DisplayStatus:
-        return "not_admitted" if self.admission_error is not None else self.status.value  # type: ignore[return-value]
+    def display_status(self) -> str:
+        """One of `DISPLAY_STATUSES` (or a status no server should send, such as `unknown`)."""
+        return NOT_ADMITTED if self.admission_error is not None else self.status.value
 
     @property
     def finished(self) -> bool:
@@ -316,10 +322,7 @@ class RolloutBoard:
         self._added: list[str] = []
         self._version = 0
         # Finished durations per phase, kept sorted so the median is one index away.
-        self._durations: dict[RolloutStatus, list[float]] = {
-            status: []
-            for status in (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
-        }
+        self._durations: dict[RolloutStatus, list[float]] = {status: [] for status in PHASES}
         # Per record, how many of its transitions and which display status the indexes below
         # account for: a record reads its handle, which moves on before telling the board.
         self._accounted: dict[str, int] = {}

@@ -5,12 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol
 
-from core.types import PHASE_ORDER, RolloutErrorCategory, RolloutResultResponse, RolloutStatus
+from core.types import (
+    PHASE_ORDER,
+    TERMINAL_STATUSES,
+    RolloutErrorCategory,
+    RolloutResultResponse,
+    RolloutStatus,
+)
 
 SkipReason = Literal["not_requested", "ended_early", "not_observed"]
 
-PHASES = (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
-_ENDED_EARLY = frozenset({RolloutStatus.FAILURE, RolloutStatus.CANCELLED})
+#: The phases a rollout passes through before its terminal status, in order.
+PHASES = tuple(status for status in PHASE_ORDER if status not in TERMINAL_STATUSES)
+_ENDED_EARLY = TERMINAL_STATUSES - {RolloutStatus.SUCCESS}
 # Failures that only the workflow (or grader) itself produces: the rollout was running.
 _RAN = frozenset(
     {

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.types import (
     OBSERVED_STATUS_HEADER,
     POLLING_LEASE_HEADER,
+    TERMINAL_STATUSES,
     CancelRolloutsRequest,
     RolloutInitRequest,
     RolloutResultResponse,
@@ -167,7 +168,7 @@ def _admission_body(rollout_id: str, token: str, registry: RolloutRegistry) -> b
     return json.dumps(
         {
             "rollout_id": rollout_id,
-            "status": "queued",
+            "status": RolloutStatus.QUEUED.value,
             "polling_lease_token": token,
             "result_wait_timeout_sec": registry.result_wait_timeout_sec,
             "polling_lease_timeout_sec": registry.polling_lease_timeout_sec,
@@ -246,7 +247,7 @@ def create_rollout_server(
         if answer == "not_found":
             state = backend.rollout_status(rollout_id)
             status = state.get("status") if state else None
-            if status not in ("success", "failure", "cancelled"):
+            if status not in TERMINAL_STATUSES:
                 return None  # the backend does not know it yet: the server cancels its task
         return answer
 

@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 from core.board import RolloutRecord
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
+from tui.widgets.format import CHIP_STATUSES
 
 # Steering the run: hidden on a replay, which is read-only.
 LIVE_ACTIONS = frozenset(
@@ -77,53 +78,17 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         tooltip="Filter by text: id, row, status, error, label",
         id="filter.text",
     ),
-    Binding(
-        "1",
-        "status_filter('queued')",
-        "Queued",
-        tooltip="Show or hide queued",
-        show=False,
-        id="filter.queued",
-    ),
-    Binding(
-        "2",
-        "status_filter('running')",
-        "Running",
-        tooltip="Show or hide running",
-        show=False,
-        id="filter.running",
-    ),
-    Binding(
-        "3",
-        "status_filter('grading')",
-        "Grading",
-        tooltip="Show or hide grading",
-        show=False,
-        id="filter.grading",
-    ),
-    Binding(
-        "4",
-        "status_filter('success')",
-        "Success",
-        tooltip="Show or hide success",
-        show=False,
-        id="filter.success",
-    ),
-    Binding(
-        "5",
-        "status_filter('failure')",
-        "Failure",
-        tooltip="Show or hide failure",
-        show=False,
-        id="filter.failure",
-    ),
-    Binding(
-        "6",
-        "status_filter('cancelled')",
-        "Cancelled",
-        tooltip="Show or hide cancelled",
-        show=False,
-        id="filter.cancelled",
+    # Keys 1 to 6: one status each, in the order of the summary's chips.
+    *(
+        Binding(
+            str(key),
+            f"status_filter('{status}')",
+            status.capitalize(),
+            tooltip=f"Show or hide {status}",
+            show=False,
+            id=f"filter.{status}",
+        )
+        for key, status in enumerate(CHIP_STATUSES, start=1)
     ),
     Binding(
         "0", "clear_filters", "All", tooltip="Clear every filter", show=False, id="filter.clear"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.eval.results.records import ItemKey, ItemResult
+from core.eval.results.records import ItemKey, ItemResult, ItemStatus
 from core.eval.runner import RunStatus
 
 
@@ -28,7 +28,7 @@ class EvalSummary:
     def pending(self) -> int:
         return self.total_items - len(self.results)
 
-    def count(self, status: str) -> int:
+    def count(self, status: ItemStatus) -> int:
         return sum(1 for result in self.results.values() if result.status == status)
 
     def failed_rows(self) -> list[ItemResult]:

@@ -12,9 +12,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from core.board import ModelActivity, ModelCallReport, RolloutBoard, RolloutRecord
+from core.phases import PHASES
 from core.types import RolloutStatus
 from tui.widgets.format import compact_count, duration, money, plain, reward, status_text
-from tui.widgets.phase_track import PHASES, SKIP_EXPLANATIONS, phase_track
+from tui.widgets.phase_track import SKIP_EXPLANATIONS, phase_track
 
 MAX_MESSAGE_CHARS = 400
 # The model calls listed (the latest); the counts above the list cover every call.

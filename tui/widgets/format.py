@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from core.board import DISPLAY_STATUSES, NOT_ADMITTED
+from core.types import RolloutStatus
+
 # ANSI names, so every theme (and NO_COLOR) reads them. Textual maps them through its ANSI
-# theme, where magenta is the same red as failure: grading is bright yellow instead.
-STATUS_STYLES = {
-    "queued": "blue",
-    "running": "cyan",
-    "grading": "bright_yellow",
-    "success": "green",
-    "failure": "red",
-    "cancelled": "yellow",
-    "not_admitted": "red",
+# theme, where magenta is the same red as failure: grading is bright yellow instead. Keyed by
+# display status (a status enum looks up as its value).
+STATUS_STYLES: dict[str, str] = {
+    RolloutStatus.QUEUED: "blue",
+    RolloutStatus.RUNNING: "cyan",
+    RolloutStatus.GRADING: "bright_yellow",
+    RolloutStatus.SUCCESS: "green",
+    RolloutStatus.FAILURE: "red",
+    RolloutStatus.CANCELLED: "yellow",
+    NOT_ADMITTED: "red",
 }
+#: The statuses with a summary chip and a filter key of their own: a rollout never admitted
+#: is counted apart, and shown with the failures.
+CHIP_STATUSES = tuple(status for status in DISPLAY_STATUSES if status != NOT_ADMITTED)
 
 
 def duration(seconds: float | None) -> str:

@@ -8,16 +8,15 @@ from __future__ import annotations
 from rich.text import Text
 
 from core.board import RolloutRecord
+from core.phases import PHASES, SkipReason
 from core.types import RolloutStatus
-
-PHASES = (RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING)
 
 # Glyph and style per state of a phase cell. Styles are theme-neutral ANSI names so that the
 # track reads the same in every theme and in NO_COLOR terminals (the glyph carries the meaning).
 OBSERVED = ("●", "green")
 CURRENT = ("◉", "bold cyan")
 AHEAD = ("·", "dim")
-SKIP_GLYPHS = {
+SKIP_GLYPHS: dict[SkipReason, tuple[str, str]] = {
     "not_observed": ("◌", "yellow"),
     "not_requested": ("○", "dim"),
     "ended_early": ("×", "red"),
@@ -30,7 +29,7 @@ TERMINAL_GLYPHS = {
 NOT_ADMITTED = ("!", "bold red")
 CONNECTOR = ("─", "dim")
 
-SKIP_EXPLANATIONS = {
+SKIP_EXPLANATIONS: dict[SkipReason, str] = {
     "not_observed": "happened between two polls (a later phase was seen)",
     "not_requested": "grading was not requested (grade=false)",
     "ended_early": "the rollout ended before reaching it",

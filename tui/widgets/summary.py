@@ -9,12 +9,14 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from core.board import RolloutBoard
+from core.board import NOT_ADMITTED, RolloutBoard
 from core.eval.results.metrics import Progress
 from tui.sources.base import ServerView
-from tui.widgets.format import STATUS_STYLES, compact_count, duration, money, plain
+from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, duration, money, plain
 
-CHIPS = ("queued", "running", "grading", "success", "failure", "cancelled", "stuck", "untracked")
+# A chip per status, then the board's own counts of stuck and untracked rollouts (and one for
+# rollouts never admitted, when there are some).
+CHIPS = (*CHIP_STATUSES, "stuck", "untracked")
 SERVER_DOTS = {"accepting": ("●", "green"), "draining": ("●", "yellow"), "down": ("●", "red")}
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -100,8 +102,8 @@ class SummaryStrip(Static):
             chips.append(f"{name} ", style)
             chips.append(f"{count}", f"bold {style}" if count else "dim")
             chips.append("  ")
-        if counts.get("not_admitted"):
-            chips.append(f"not admitted {counts['not_admitted']}", "bold red")
+        if counts.get(NOT_ADMITTED):
+            chips.append(f"not admitted {counts[NOT_ADMITTED]}", "bold red")
 
         bar = Text(no_wrap=True, overflow="ellipsis")
         total = max(progress.total, 1)

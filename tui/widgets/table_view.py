@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.board import RolloutBoard, RolloutRecord
+from core.board import NOT_ADMITTED, RolloutBoard, RolloutRecord
+from core.types import RolloutStatus
 
 SORTS: dict[str, str] = {
     "submitted": "order submitted",
@@ -18,14 +19,20 @@ SORTS: dict[str, str] = {
     "phase_time": "longest in phase first",
     "reward": "reward, lowest first",
 }
-_STATUS_RANK = {
-    "not_admitted": 0,
-    "failure": 1,
-    "cancelled": 2,
-    "grading": 3,
-    "running": 4,
-    "queued": 5,
-    "success": 6,
+# The status sort: what needs a look first.
+_STATUS_RANK: dict[str, int] = {
+    status: rank
+    for rank, status in enumerate(
+        (
+            NOT_ADMITTED,
+            RolloutStatus.FAILURE,
+            RolloutStatus.CANCELLED,
+            RolloutStatus.GRADING,
+            RolloutStatus.RUNNING,
+            RolloutStatus.QUEUED,
+            RolloutStatus.SUCCESS,
+        )
+    )
 }
 
 
@@ -80,7 +87,7 @@ def toggle_status(statuses: frozenset[str] | None, status: str) -> frozenset[str
     """`statuses` with `status` shown or hidden; None again once nothing is left."""
     current = set(statuses or ())
     # A rollout the server never admitted failed too: the failure toggle shows it.
-    group = {status, "not_admitted"} if status == "failure" else {status}
+    group = {status, NOT_ADMITTED} if status == RolloutStatus.FAILURE else {status}
     if status in current:
         current -= group
     else:

@@ -13,10 +13,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, get_args
 
 ItemStatus = Literal["success", "failed", "skipped"]
-ITEM_STATUSES: frozenset[str] = frozenset({"success", "failed", "skipped"})
+ITEM_STATUSES: frozenset[str] = frozenset(get_args(ItemStatus))
 
 # (row_index, run_index): the identity of a work item within one run.
 ItemKey = tuple[int, int]
