@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.handle import RolloutHandle, Transition, describe_error
+from core.errors import describe_error
+from core.handle import RolloutHandle, Transition
 from core.phases import PHASES, SkipReason, phases_skipped_by
 from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 import httpx
 
-from core.errors import RolloutProtocolError
+from core.errors import RolloutProtocolError, describe_error
 from core.lease import Lease
 from core.phases import SkipReason, phases_skipped_by
 from core.types import (
@@ -58,14 +58,6 @@ class Transition(NamedTuple):
 
     status: RolloutStatus
     at: float
-
-
-def describe_error(exc: BaseException) -> str:
-    """A one-line description of a polling failure for humans."""
-    if isinstance(exc, RolloutProtocolError):
-        return str(exc)
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class RolloutHandle:
@@ -331,4 +323,4 @@ class RolloutHandle:
         return result
 
 
-__all__ = ["RolloutHandle", "SkipReason", "Transition", "describe_error"]
+__all__ = ["RolloutHandle", "SkipReason", "Transition"]

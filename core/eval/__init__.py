@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core.eval.errors import InputError
+    from core.eval.errors import EvalError, InputError
     from core.eval.plan import DEFAULT_OUTPUT, EvalPlan, EvalRequest, prepare
     from core.eval.results.folder import RunFolderError
     from core.eval.session import EvalSession
@@ -26,6 +26,7 @@ _HOMES = {
     "EvalRequest": "core.eval.plan",
     "EvalSession": "core.eval.session",
     "EvalSummary": "core.eval.summary",
+    "EvalError": "core.eval.errors",
     "InputError": "core.eval.errors",
     "RunFolderError": "core.eval.results.folder",
     "prepare": "core.eval.plan",
@@ -33,6 +34,7 @@ _HOMES = {
 
 __all__ = [
     "DEFAULT_OUTPUT",
+    "EvalError",
     "EvalPlan",
     "EvalRequest",
     "EvalSession",

@@ -1,4 +1,28 @@
-"""Bad-input reporting for `osmosis-tui eval` (EVAL.md §1: exit status 2).
+"""What the eval engine raises, as one tree, and bad-input reporting (EVAL.md §1).
+
+Every error the eval raises on purpose is an `EvalError`; some are also the builtin their
+callers have always caught. Where each one lives:
+
+    EvalError
+    ├── InputError            bad config, dataset or flags, every problem at once: exit 2
+    │                         (here)
+    ├── RunFolderError        the results folder cannot be used as asked: exit 2
+    │   │                     (core.eval.results.folder)
+    │   └── ResumeRefused     a resume would change the inputs the run started with
+    ├── LaunchError           the workspace rollout server could not be started; also a
+    │                         RuntimeError (core.eval.launcher)
+    ├── AllServersDown        no rollout server is left to send work to; also a RuntimeError
+    │                         (core.eval.servers)
+    ├── GatewayError          the model gateway, or an upstream model; also a RuntimeError
+    │   │                     (core.eval.gateway_errors)
+    │   ├── UpstreamError     one model call failed; carries the status to answer with
+    │   ├── PreflightError    the run's model is unusable (bad model, refused key,
+    │   │                     unreachable): the eval stops before dispatching (exit 2)
+    │   └── LiteLLMUnavailable  `model_path` needs LiteLLM and the extra is not installed
+    └── ReplayError           a run's recording cannot be replayed (tui.sources.replay)
+
+The rollout protocol's own errors (`RolloutProtocolError`, `RolloutAdmissionTimeoutError`)
+are not eval errors: they are the client's, documented in `core.errors`.
 
 Config, dataset and flag problems are collected rather than raised one at a time, so the user
 sees everything wrong with their input in one go, each problem pointing at a file, a line and a
@@ -51,6 +75,10 @@ def quote_text(text: str, limit: int = 60) -> str:
     return f'"{shown}"'
 
 
+class EvalError(Exception):
+    """The root of the eval's errors (the tree is in this module's docstring)."""
+
+
 @dataclass(frozen=True)
 class InputProblem:
     """One thing wrong with the user's input, and where it is."""
@@ -70,7 +98,7 @@ class InputProblem:
         return f"{location}: {self.key}: {self.message}"
 
 
-class InputError(Exception):
+class InputError(EvalError):
     """Bad input (config, dataset or flags); `problems` holds every problem found.
 
     `str()` lists the problems one per line; past `max_listed` it ends with a count of the

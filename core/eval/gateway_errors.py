@@ -1,10 +1,5 @@
-"""What can go wrong in the model gateway (EVAL.md §4), as one tree.
-
-    GatewayError                  anything the gateway or an upstream raises on purpose
-    ├── UpstreamError             one model call failed; carries the status to answer with
-    ├── PreflightError            the run's model is unusable (bad model, refused key,
-    │                             unreachable): the eval stops before dispatching (exit 2)
-    └── LiteLLMUnavailable        `model_path` needs LiteLLM and the extra is not installed
+"""What can go wrong in the model gateway (EVAL.md §4): `GatewayError` and its children, a
+branch of the eval's error tree (drawn in `core.eval.errors`).
 
 Every message here is already masked: an upstream masks its own key (and the ambient
 `*KEY*`/`*TOKEN*`/`*SECRET*`/`*PASSWORD*` environment values) before it raises, so an error can
@@ -13,8 +8,10 @@ be printed or logged as it is.
 
 from __future__ import annotations
 
+from core.eval.errors import EvalError
 
-class GatewayError(RuntimeError):
+
+class GatewayError(EvalError, RuntimeError):
     """The root of the model gateway's errors."""
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from core.eval.errors import EvalError
+
 HEALTH_POLL_SEC = 0.2
 STARTUP_TIMEOUT_SEC = 90.0
 STOP_GRACE_SEC = 5.0
@@ -36,7 +38,7 @@ def kill_launched_servers() -> None:
             os.killpg(group, signal.SIGKILL)
 
 
-class LaunchError(RuntimeError):
+class LaunchError(EvalError, RuntimeError):
     """The workspace rollout server could not be started (the message says why)."""
 
 

@@ -19,11 +19,10 @@ from typing import Any, Literal
 import httpx
 
 from core.board import RequestOptions, RolloutBoard, RolloutRecord
-from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
+from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
 from core.eval.dataset import DatasetRow
 from core.eval.results.records import ItemResult, WorkItem
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
-from core.handle import describe_error
 from core.types import RolloutResultResponse, RolloutStatus
 
 logger = logging.getLogger(__name__)

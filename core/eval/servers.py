@@ -11,8 +11,8 @@ from typing import Any, Literal
 import httpx
 
 from core.client import RolloutClient
-from core.errors import RolloutProtocolError
-from core.handle import describe_error
+from core.errors import RolloutProtocolError, describe_error
+from core.eval.errors import EvalError
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ ADMISSION_TIMEOUT_SEC = 60.0
 ServerState = Literal["accepting", "draining", "down"]
 
 
-class AllServersDown(RuntimeError):
+class AllServersDown(EvalError, RuntimeError):
     """No server is left to send work to."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.board import RolloutBoard
+from core.eval.errors import EvalError
 from core.eval.results.events import Journal
 from core.eval.results.folder import (
     EVENTS_FILE,
@@ -48,7 +49,7 @@ class ReplayEvent:
     grade: bool | None
 
 
-class ReplayError(Exception):
+class ReplayError(EvalError):
     """The recording cannot be read (the message names the file and why)."""
 
 

@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from core.eval.errors import EvalError
 from core.eval.results.durable import FOLDER_MODE, describe_os_error, fsync_dir, write_json_atomic
 from core.eval.results.records import iso_utc
 
@@ -53,7 +54,7 @@ RESUME_HINT = "use --fresh to start over, or --name for a new run"
 # -- errors -----------------------------------------------------------------------------------
 
 
-class RunFolderError(Exception):
+class RunFolderError(EvalError):
     """The run folder cannot be used as asked: bad input, exit status 2 (EVAL.md §1)."""
 
 
