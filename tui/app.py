@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
-from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
@@ -26,6 +25,7 @@ from textual.widgets import Footer, Input
 
 from core.board import RolloutRecord
 from core.eval.export import write_export
+from core.eval.safe_text import replace_unsafe
 from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
 from tui.flows.cancel import CancelFlow
 from tui.flows.quit import QuitFlow
@@ -243,7 +243,7 @@ class DashboardApp(App[None]):
     def report(self, message: str, *, severity: str = "information") -> None:
         """A toast and an event-log line (the message may hold untrusted text: never markup)."""
         self.event_log.add(self.clock() - self.board.started_at, message)
-        self.notify(Text(message).plain, severity=severity, markup=False)  # type: ignore[arg-type]
+        self.notify(replace_unsafe(message), severity=severity, markup=False)  # type: ignore[arg-type]
 
     # -- selection and details -------------------------------------------------------------
 

@@ -29,7 +29,8 @@ from core.eval.dataset_formats import (
     parse_json,
     read_records,
 )
-from core.eval.errors import InputError, InputProblem, quote_text
+from core.eval.errors import InputError, InputProblem
+from core.eval.safe_text import quote_text
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.eval.errors import InputError, InputProblem, quote_text
+from core.eval.errors import InputError, InputProblem
+from core.eval.safe_text import quote_text
 
 METADATA = "metadata"
 LABEL_COLUMNS = ("ground_truth", "label")  # the first non-empty one is the label

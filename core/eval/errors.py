@@ -31,48 +31,9 @@ key. The CLI prints `str(InputError)` and exits 2.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
-
-# Characters shown as-is in a quoted preview although their Unicode category is "C*": none.
-# Everything in C* (controls, format characters such as bidi overrides, surrogates, private
-# use, unassigned) and the line/paragraph separators is escaped, so a hostile value cannot
-# move the cursor, recolour the terminal or reorder the rest of the message.
-_ESCAPED_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
-_SIMPLE_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(char: str) -> str:
-    simple = _SIMPLE_ESCAPES.get(char)
-    if simple is not None:
-        return simple
-    if unicodedata.category(char) not in _ESCAPED_CATEGORIES:
-        return char
-    code = ord(char)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def terminal_safe(text: str) -> str:
-    """`text` with control and format characters escaped, so it cannot steer a terminal."""
-    return "".join(_escape_char(char) for char in text)
-
-
-def quote_text(text: str, limit: int = 60) -> str:
-    """`text` as a short, double-quoted, terminal-safe preview for an error message.
-
-    Values from the user's files may be huge or hostile; messages only ever show them through
-    this function: at most `limit` characters, with control and format characters escaped.
-    """
-    shown = terminal_safe(text[:limit])
-    if len(text) > limit:
-        return f'"{shown}"… ({len(text)} characters)'
-    return f'"{shown}"'
 
 
 class EvalError(Exception):

@@ -6,8 +6,8 @@ import json
 import sys
 from typing import TextIO
 
-from core.eval.errors import terminal_safe
 from core.eval.results.records import ItemResult
+from core.eval.safe_text import terminal_safe
 from core.eval.summary import EvalSummary
 
 

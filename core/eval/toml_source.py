@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from datetime import date, datetime, time
 from typing import Any
 
-from core.eval.errors import InputError, InputProblem, quote_text
+from core.eval.errors import InputError, InputProblem
+from core.eval.safe_text import quote_text
 
 if sys.version_info >= (3, 11):
     import tomllib

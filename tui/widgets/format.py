@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from core.board import DISPLAY_STATUSES, NOT_ADMITTED
+from core.eval.safe_text import replace_unsafe
 from core.types import RolloutStatus
 
 # ANSI names, so every theme (and NO_COLOR) reads them. Textual maps them through its ANSI
@@ -63,15 +64,10 @@ def reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def printable(text: str) -> str:
-    """Untrusted text with its control characters masked, so they cannot reach the terminal."""
-    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
-
-
 def plain(text: str, style: str = "", *, wrap: bool = False) -> Text:
     """Untrusted text (ids, labels, errors, prompts) as Rich Text: `[` is never markup and
     control characters cannot reach the terminal. One line (ellipsis) unless `wrap`."""
-    cleaned = printable(text)
+    cleaned = replace_unsafe(text)
     if wrap:
         return Text(cleaned, style=style, overflow="fold")
     return Text(cleaned, style=style, no_wrap=True, overflow="ellipsis")

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.board import RolloutBoard, RolloutRecord
-from tui.widgets.format import STATUS_STYLES, compact_count, duration, printable, reward
+from core.eval.safe_text import replace_unsafe
+from tui.widgets.format import STATUS_STYLES, compact_count, duration, reward
 
 PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
 
@@ -86,7 +87,7 @@ def row_cells(
     record: RolloutRecord, board: RolloutBoard, now: float, *, marked: bool
 ) -> dict[str, tuple[str, str]]:
     """Each column's text and style name ("" for none) for one rollout; the phase track is
-    drawn glyph by glyph, so it is not among them. Untrusted text is made printable here."""
+    drawn glyph by glyph, so it is not among them. Untrusted text is made safe here."""
     result = record.latest_result
     status = record.display_status
     status_label = "cancelling…" if record.cancelling else status.replace("_", " ")
@@ -99,12 +100,12 @@ def row_cells(
     elif result is not None and result.err_category is not None:
         error = result.err_category.value
     elif result is not None and result.err_message:
-        error = printable(result.err_message)
+        error = replace_unsafe(result.err_message)
     return {
         "mark": ("▌" if marked else "", "bold yellow"),
         "row": ("-" if record.row_index is None else str(record.row_index), ""),
         "try": ("-" if record.run_index is None else str(record.run_index), ""),
-        "rollout": (printable(record.rollout_id[:10]), ""),
+        "rollout": (replace_unsafe(record.rollout_id[:10]), ""),
         "status": (status_label, STATUS_STYLES.get(status, "")),
         "in_phase": (duration(in_phase), ""),
         "total": (duration(end - record.submitted_at), ""),
