@@ -1,4 +1,9 @@
-"""Starting a workspace's own rollout server as a child process (EVAL.md §5)."""
+"""Starting a workspace's own rollout server as a child process (EVAL.md §5).
+
+`uv sync` prepares the rollout's environment from its `pyproject.toml`, then the entrypoint
+runs there under `uv run`, in a process group of its own, until the run is over. The command
+lines and the environment uv gets are in `uv_project`; this module runs them.
+"""
 
 from __future__ import annotations
 
@@ -6,33 +11,56 @@ import asyncio
 import contextlib
 import os
 import secrets
-import shutil
 import signal
 import socket
-import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from core.eval.errors import EvalError
+from core.eval.uv_project import (
+    TESTED_OSMOSIS_AI,
+    find_uv,
+    server_command,
+    sync_command,
+    uv_environment,
+    version_probe_command,
+)
 
 HEALTH_POLL_SEC = 0.2
 STARTUP_TIMEOUT_SEC = 90.0
 STOP_GRACE_SEC = 5.0
-# Output of the child is read this much at a time; a longer line is logged in pieces.
+STOP_POLL_SEC = 0.05
+# After a child's group is gone, how long its last output may take to be read.
+OUTPUT_DRAIN_SEC = 2.0
+VERSION_PROBE_TIMEOUT_SEC = 10.0
+# Output of a child is read this much at a time; a longer line is logged in pieces.
 OUTPUT_CHUNK = 1 << 16
+# A server's /health may carry its instance in this header (the official launcher's bootstrap
+# adds it); else the body's `instance_id` says it.
+INSTANCE_HEADER = "x-osmosis-rollout-instance-id"
+
+# logs.txt steps, as the official tool names them.
+DEPS_STEP = "deps"
+SERVER_STEP = "server"
+OUTPUT_STEP = "rollout-server"
+
+LaunchLog = Callable[[str, str], None]
+"""Writes one line to the run's log: `(step, message)`."""
 
 
-# Process groups (led by the child) of the rollout servers started here and not yet stopped.
+# Process groups (each led by a child started here) not yet stopped.
 _running: set[int] = set()
 
 
 def kill_launched_servers() -> None:
-    """SIGKILL every launched rollout server still running: for an exit that cannot wait for
-    the graceful stop (a second Ctrl-C), and must not leave them behind."""
+    """SIGKILL every child started here that still runs (a rollout server, a `uv sync`): for
+    an exit that cannot wait for the graceful stop (a second Ctrl-C), and must not leave them
+    behind."""
     for group in _running:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, signal.SIGKILL)
@@ -42,16 +70,12 @@ class LaunchError(EvalError, RuntimeError):
     """The workspace rollout server could not be started (the message says why)."""
 
 
-def rollout_command(rollout_dir: Path, entrypoint: str) -> list[str]:
-    """`uv run` when the rollout is a uv project and uv is installed, else this interpreter."""
-    uv = shutil.which("uv")
-    if uv is not None and (rollout_dir / "pyproject.toml").is_file():
-        return [uv, "run", "--project", str(rollout_dir), "python", entrypoint]
-    return [sys.executable, entrypoint]
-
-
 def resolve_entrypoint(workspace: Path, rollout: str, entrypoint: str) -> tuple[Path, Path]:
-    """The rollout folder and entrypoint file; never anything outside `rollouts/<rollout>/`."""
+    """The rollout folder and entrypoint file; never anything outside `rollouts/<rollout>/`.
+
+    The folder must be a uv project: its `pyproject.toml` says what the server needs. (Without
+    one, `uv --project` would look in the folders above and sync whatever project it found.)
+    """
     rollouts = (workspace / "rollouts").resolve()
     rollout_dir = (rollouts / rollout).resolve()
     target = (rollout_dir / entrypoint).resolve()
@@ -61,6 +85,11 @@ def resolve_entrypoint(workspace: Path, rollout: str, entrypoint: str) -> tuple[
         )
     if not target.is_file():
         raise LaunchError(f"entrypoint not found: {target}")
+    if not (rollout_dir / "pyproject.toml").is_file():
+        raise LaunchError(
+            f"rollouts/{rollout}/pyproject.toml not found: the rollout server runs in the "
+            f"environment uv builds from it (uv sync --project rollouts/{rollout})"
+        )
     return rollout_dir, target
 
 
@@ -71,17 +100,43 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _child_environment(
-    env: dict[str, str], port: int, artifact_root: Path, instance_id: str
+# What the launcher sets for the server, last: a config must not move the port, the artifacts
+# or the instance marker, so [env] and [secrets] may not name them.
+LAUNCHER_OWNED_ENV = (
+    "_OSMOSIS_ROLLOUT_PORT",
+    "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT",
+    "_OSMOSIS_ROLLOUT_INSTANCE_ID",
+    "PYTHONUNBUFFERED",
+)
+
+
+def _refuse_owned_names(config_env: Mapping[str, str], secret_values: Mapping[str, str]) -> None:
+    taken = sorted(set(LAUNCHER_OWNED_ENV) & (config_env.keys() | secret_values.keys()))
+    if taken:
+        raise LaunchError(
+            f"[env]/[secrets] must not set {', '.join(taken)}: the launcher sets them"
+        )
+
+
+def _server_environment(
+    uv_env: Mapping[str, str],
+    config_env: Mapping[str, str],
+    secret_values: Mapping[str, str],
+    *,
+    port: int,
+    artifact_root: Path,
+    instance_id: str,
 ) -> dict[str, str]:
-    return {
-        **os.environ,
-        **env,
+    """uv's environment, then `[env]`, then the secrets, then what the launcher owns."""
+    owned = {
         "_OSMOSIS_ROLLOUT_PORT": str(port),
         # Absolute: the child runs in the rollout folder, not in our working directory.
         "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(artifact_root.absolute()),
         "_OSMOSIS_ROLLOUT_INSTANCE_ID": instance_id,
+        # Its output reaches logs.txt as it is written, not when a buffer fills.
+        "PYTHONUNBUFFERED": "1",
     }
+    return {**uv_env, **config_env, **secret_values, **owned}
 
 
 @asynccontextmanager
@@ -90,45 +145,177 @@ async def launched_rollout_server(
     workspace: Path,
     rollout: str,
     entrypoint: str,
-    env: dict[str, str],
+    env: Mapping[str, str],
+    secret_values: Mapping[str, str],
     artifact_root: Path,
-    log: Callable[[str], None],
+    log: LaunchLog,
+    notice: Callable[[str], None],
     http_client: httpx.AsyncClient,
     api_key: str | None,
 ) -> AsyncIterator[str]:
-    """Start the entrypoint, wait for its /health (sending `api_key` as the bearer, if any),
-    yield its URL, and stop it afterwards."""
+    """Sync the rollout's environment, start its entrypoint there, wait for its /health
+    (sending `api_key` as the bearer, if any), yield its URL, and stop it afterwards.
+
+    `notice` gets what the user should see besides the log (an osmosis-ai version other than
+    the tested one).
+    """
     rollout_dir, target = resolve_entrypoint(workspace, rollout, entrypoint)
+    _refuse_owned_names(env, secret_values)
+    uv = find_uv()
+    if uv is None:
+        raise LaunchError(
+            f"uv is required to launch the rollout server from rollouts/{rollout}/"
+            "pyproject.toml; install uv (pip install uv) and retry"
+        )
+    uv_env = uv_environment(rollout_dir, os.environ)
+    await _sync(uv, rollout_dir, uv_env, rollout, log)
     port = free_port()
     instance_id = secrets.token_hex(16)
-    child_env = _child_environment(env, port, artifact_root, instance_id)
-    command = rollout_command(rollout_dir, str(target.relative_to(rollout_dir)))
-    log(f"starting rollout server: {' '.join(command)} (port {port}, cwd {rollout_dir})")
+    server_env = _server_environment(
+        uv_env,
+        env,
+        secret_values,
+        port=port,
+        artifact_root=artifact_root,
+        instance_id=instance_id,
+    )
+    await _check_osmosis_version(
+        uv, rollout_dir, server_env=server_env, rollout=rollout, log=log, notice=notice
+    )
+    command = server_command(uv, rollout_dir, target)
+    log(SERVER_STEP, f"starting rollout server ({entrypoint}) on port {port}: {' '.join(command)}")
+    url = f"http://127.0.0.1:{port}"
+    async with _child(
+        command,
+        cwd=rollout_dir,
+        env=server_env,
+        on_line=lambda line: log(OUTPUT_STEP, line),
+        log=log,
+    ) as server:
+        await _wait_healthy(server, http_client, url, instance_id, api_key)
+        log(SERVER_STEP, f"rollout server healthy on port {port}")
+        yield url
+
+
+async def _sync(
+    uv: str, rollout_dir: Path, uv_env: Mapping[str, str], rollout: str, log: LaunchLog
+) -> None:
+    """`uv sync`, its output logged under `deps`. No deadline: installing may take long, and
+    an interrupt ends it."""
+    log(DEPS_STEP, f"syncing rollout dependencies ({rollout})")
+    async with _child(
+        sync_command(uv, rollout_dir),
+        cwd=rollout_dir,
+        env=uv_env,
+        on_line=lambda line: log(DEPS_STEP, line),
+        log=log,
+    ) as sync:
+        code = await sync.process.wait()
+    if code != 0:
+        raise LaunchError(
+            f"uv sync failed for rollouts/{rollout} with exit code {code}: {sync.last_line}; "
+            "its output is in logs.txt"
+        )
+
+
+async def _check_osmosis_version(
+    uv: str,
+    rollout_dir: Path,
+    *,
+    server_env: Mapping[str, str],
+    rollout: str,
+    log: LaunchLog,
+    notice: Callable[[str], None],
+) -> None:
+    """Warn when the rollout's environment holds an osmosis-ai other than the tested one.
+
+    Asked of the environment itself, with the server's own variables (a `PYTHONPATH` in
+    `[env]` counts): what the server will import, wherever it is installed. An environment
+    without osmosis-ai (a rollout on another server library) gets no warning.
+    """
+    version_lines: list[str] = []
+    async with _child(
+        version_probe_command(uv, rollout_dir),
+        cwd=rollout_dir,
+        env=server_env,
+        on_line=version_lines.append,
+        log=log,
+    ) as probe:
+        try:
+            code: int | None = await asyncio.wait_for(
+                probe.process.wait(), VERSION_PROBE_TIMEOUT_SEC
+            )
+        except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
+            code = None
+    version = version_lines[-1].strip() if code == 0 and version_lines else None
+    if code != 0:
+        why = "no answer in time" if code is None else f"exit code {code}"
+        log(SERVER_STEP, f"could not read its osmosis-ai version ({why}): {probe.last_line}")
+    elif version and version != TESTED_OSMOSIS_AI:
+        notice(
+            f"rollouts/{rollout} uses osmosis-ai {version}, but osmosis-tui is tested against "
+            f"{TESTED_OSMOSIS_AI}; if the run misbehaves, require osmosis-ai=="
+            f"{TESTED_OSMOSIS_AI} in rollouts/{rollout}/pyproject.toml and run "
+            f"uv sync --project rollouts/{rollout}"
+        )
+
+
+@dataclass
+class _Child:
+    process: asyncio.subprocess.Process
+    last_line: str = ""
+    """The last non-empty line it printed, for an error message."""
+
+
+@asynccontextmanager
+async def _child(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    on_line: Callable[[str], None],
+    log: LaunchLog,
+) -> AsyncIterator[_Child]:
+    """Run `command` in a process group of its own (so that stopping it stops what it started,
+    `uv run`'s Python included), its output (stderr too) passed on line by line; stopped when
+    the block ends, however it ends. After the block every line has been read (unless a
+    process that left the group still holds the output)."""
     process = await asyncio.create_subprocess_exec(
         *command,
-        cwd=rollout_dir,
-        env=child_env,
+        cwd=cwd,
+        env=dict(env),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so stopping it stops its children too
+        start_new_session=True,
     )
     _running.add(process.pid)
-    pump = asyncio.create_task(_pump_output(process, log))
-    url = f"http://127.0.0.1:{port}"
+    child = _Child(process)
+
+    def line(text: str) -> None:
+        if text.strip():
+            child.last_line = text.strip()
+        on_line(text)
+
+    pump = asyncio.create_task(_pump_output(process, line))
     try:
-        await _wait_healthy(process, http_client, url, instance_id, api_key)
-        log(f"rollout server ready at {url}")
-        yield url
+        yield child
     finally:
-        await _stop(process, log)
-        _running.discard(process.pid)
-        await pump
+        try:
+            await _stop(process, lambda message: log(SERVER_STEP, message))
+        finally:
+            _running.discard(process.pid)
+        try:
+            await asyncio.wait_for(pump, OUTPUT_DRAIN_SEC)
+        except asyncio.TimeoutError:
+            # Its group is gone, yet its output is still open: something it started left the
+            # group (a daemon) and holds it. The run must not wait for that.
+            log(SERVER_STEP, f"{Path(command[0]).name}: output still open after it stopped")
 
 
-async def _pump_output(process: asyncio.subprocess.Process, log: Callable[[str], None]) -> None:
-    """Log the child's output line by line, and keep reading whatever it writes: a child that
-    cannot write blocks. Chunks, not `readline`: an over-long line must not end the pump."""
+async def _pump_output(process: asyncio.subprocess.Process, on_line: Callable[[str], None]) -> None:
+    """Pass on the child's output line by line, and keep reading whatever it writes: a child
+    that cannot write blocks. Chunks, not `readline`: an over-long line must not end the pump."""
     assert process.stdout is not None
     partial = b""
     while chunk := await process.stdout.read(OUTPUT_CHUNK):
@@ -137,13 +324,13 @@ async def _pump_output(process: asyncio.subprocess.Process, log: Callable[[str],
             lines.append(partial)
             partial = b""
         for line in lines:
-            log("server: " + line.decode("utf-8", "replace").rstrip())
+            on_line(line.decode("utf-8", "replace").rstrip())
     if partial:
-        log("server: " + partial.decode("utf-8", "replace").rstrip())
+        on_line(partial.decode("utf-8", "replace").rstrip())
 
 
 async def _wait_healthy(
-    process: asyncio.subprocess.Process,
+    server: _Child,
     http: httpx.AsyncClient,
     url: str,
     instance_id: str,
@@ -152,10 +339,10 @@ async def _wait_healthy(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     deadline = time.monotonic() + STARTUP_TIMEOUT_SEC
     while time.monotonic() < deadline:
-        if process.returncode is not None:
+        if server.process.returncode is not None:
             raise LaunchError(
-                f"the rollout server exited with status {process.returncode} before it was "
-                "healthy; its output is in logs.txt"
+                f"the rollout server exited with status {server.process.returncode} before it "
+                f"was healthy: {server.last_line}; its output is in logs.txt"
             )
         try:
             response = await http.get(f"{url}/health", headers=headers, timeout=2.0)
@@ -167,35 +354,54 @@ async def _wait_healthy(
                     f"the rollout server refused /health (HTTP {response.status_code}); give "
                     "it its key with --server-api-key (or $OSMOSIS_ROLLOUT_SERVER_API_KEY)"
                 )
-            if response.status_code == 200:
-                if _instance_of(response) == instance_id:
+            body = _json_object(response)
+            if response.status_code < 400 and body is not None:
+                answered = response.headers.get(INSTANCE_HEADER, body.get("instance_id"))
+                if answered == instance_id:
                     return
-                raise LaunchError(f"another process answers on {url} (its instance_id is not ours)")
+                raise LaunchError(
+                    f"another process is already listening on {url} and its /health reports "
+                    f"instance_id={answered!r} instead of this run's; stop it and run again"
+                )
         await asyncio.sleep(HEALTH_POLL_SEC)
-    raise LaunchError(f"the rollout server was not healthy within {STARTUP_TIMEOUT_SEC:.0f} s")
+    raise LaunchError(
+        f"the rollout server was not healthy within {STARTUP_TIMEOUT_SEC:.0f} s; "
+        "its output is in logs.txt"
+    )
 
 
-def _instance_of(response: httpx.Response) -> object:
+def _json_object(response: httpx.Response) -> dict[str, object] | None:
     try:
         body = response.json()
     except ValueError:
         return None
-    return body.get("instance_id") if isinstance(body, dict) else None
+    return body if isinstance(body, dict) else None
 
 
 async def _stop(process: asyncio.subprocess.Process, log: Callable[[str], None]) -> None:
-    if process.returncode is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        await asyncio.wait_for(process.wait(), STOP_GRACE_SEC)
-    except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
-        log(f"rollout server did not stop within {STOP_GRACE_SEC:.0f} s; killing it")
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
+    """SIGTERM the child's process group, SIGKILL what is left of it after the grace.
+
+    The whole group, also when its leader already ended: `uv run` may be gone while the
+    Python it started still runs.
+    """
+    group = process.pid
+    if not _signal_group(group, signal.SIGTERM):
         await process.wait()
+        return
+    deadline = time.monotonic() + STOP_GRACE_SEC
+    while time.monotonic() < deadline:
+        if process.returncode is not None and not _signal_group(group, 0):
+            return
+        await asyncio.sleep(STOP_POLL_SEC)
+    log(f"process group {group} did not stop within {STOP_GRACE_SEC:g} s of SIGTERM; killing it")
+    _signal_group(group, signal.SIGKILL)
+    await process.wait()
+
+
+def _signal_group(group: int, signum: int) -> bool:
+    """Send `signum` (0: none, only look) to the group; False when nothing of it is left."""
+    try:
+        os.killpg(group, signum)
+    except ProcessLookupError:
+        return False
+    return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
@@ -347,8 +348,13 @@ class EvalSession:
                 rollout=config.rollout,
                 entrypoint=config.entrypoint,
                 env=config.env,
+                # Checked to be set when the plan was made (EVAL.md §3).
+                secret_values={
+                    name: os.environ[name] for name in config.required_secrets if name in os.environ
+                },
                 artifact_root=folder.trials_dir,
-                log=lambda line: log.write(line, source="launcher"),
+                log=lambda step, line: log.write(line, source=step),
+                notice=self.notice,
                 http_client=http,
                 api_key=request.server_api_key,
             )

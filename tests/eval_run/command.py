@@ -3,6 +3,8 @@ leaves: what the acceptance tests run and check."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import subprocess
 import sys
@@ -12,8 +14,30 @@ from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[2]
 SECRET_ENV = ("ROLLOUT_LLM_API_KEY", "OSMOSIS_ROLLOUT_SERVER_API_KEY")
 RUN_TIMEOUT_SEC = 120.0
+_SITE_DIRS = (
+    "import json, sysconfig; "
+    "print(json.dumps([sysconfig.get_path(name) for name in ('purelib', 'platlib')]))"
+)
+
+
+@functools.cache
+def rollout_pythonpath(python: str | Path = sys.executable) -> str:
+    """PYTHONPATH for the rollouts an eval run by `python` launches: this repository and
+    `python`'s packages.
+
+    The launcher runs a workspace rollout in the environment uv builds from its pyproject.toml,
+    on the eval's own interpreter (core/eval/uv_project.py). The fixture rollouts declare no
+    dependencies, so that `uv sync` needs no network, and import server_stub, uvicorn and
+    httpx (or the official osmosis_ai) from here.
+    """
+    answer = subprocess.run(
+        [str(python), "-c", _SITE_DIRS], capture_output=True, text=True, check=True
+    )
+    site_dirs: list[str] = json.loads(answer.stdout)
+    return os.pathsep.join(dict.fromkeys([str(REPO), *site_dirs]))
 
 
 def osmosis(*args: str, python: str | Path = sys.executable) -> list[str]:
@@ -21,9 +45,12 @@ def osmosis(*args: str, python: str | Path = sys.executable) -> list[str]:
     return [str(python), "-m", "tui", *args]
 
 
-def child_env(**extra: str) -> dict[str, str]:
-    """This process's environment without the eval's secrets, plus `extra`."""
+def child_env(*, python: str | Path = sys.executable, **extra: str) -> dict[str, str]:
+    """This process's environment without the eval's secrets, with the PYTHONPATH a rollout
+    launched by an eval that `python` runs needs, plus `extra`."""
     env = {key: value for key, value in os.environ.items() if key not in SECRET_ENV}
+    inherited = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = rollout_pythonpath(python) + (os.pathsep + inherited if inherited else "")
     env.update(extra)
     return env
 
@@ -38,7 +65,7 @@ def run_eval(
     return subprocess.run(
         osmosis("eval", *args, python=python),
         cwd=cwd,
-        env=env or child_env(),
+        env=env or child_env(python=python),
         capture_output=True,
         text=True,
         timeout=timeout,

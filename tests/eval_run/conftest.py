@@ -33,7 +33,9 @@ def demo_server() -> Iterator[ServedDemo]:
 def workspace(tmp_path: Path) -> Path:
     """A copy of the workspace fixture (configs/, data/, rollouts/) in a fresh folder."""
     target = tmp_path / "workspace"
-    shutil.copytree(WORKSPACE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    # Without what running a rollout leaves in the source tree (uv's environment and lock).
+    ignore = shutil.ignore_patterns("__pycache__", ".venv", "uv.lock")
+    shutil.copytree(WORKSPACE, target, ignore=ignore)
     return target
 
 

@@ -31,6 +31,7 @@ def workspace_with(tmp_path: Path, config: str, rows: str | None = None) -> Path
     entrypoint = tmp_path / "rollouts" / "multiply" / "main.py"
     entrypoint.parent.mkdir(parents=True)
     entrypoint.write_text("raise SystemExit('never started by these tests')\n")
+    (entrypoint.parent / "pyproject.toml").write_text('[project]\nname = "multiply"\n')
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "multiply.jsonl").write_text(
         rows if rows is not None else json.dumps(multiply_rows(1)[0]) + "\n"

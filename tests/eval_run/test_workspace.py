@@ -6,11 +6,12 @@ import json
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import alive, run_eval, start_eval
+from tests.eval_run.command import alive, child_env, run_eval, start_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
 from tests.polling import eventually_sync
 
@@ -56,6 +57,61 @@ def test_workspace_rollout_server_is_launched_used_and_stopped(workspace: Path) 
     assert not (workspace / "rollouts" / "multiply" / ".osmosis").exists()
 
 
+def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_gives_it(
+    workspace: Path,
+) -> None:
+    config = workspace / "configs" / "eval.toml"
+    config.write_text(config.read_text() + '\n[secrets]\nrequired = ["WORKSPACE_TOKEN"]\n')
+    record = workspace / "launch.json"
+    env = child_env(
+        LAUNCH_RECORD=str(record),
+        WORKSPACE_TOKEN="token-from-the-environment",
+        VIRTUAL_ENV=str(workspace / "some-other-venv"),  # an activated one: not the rollout's
+    )
+    result = run_eval(
+        "configs/eval.toml", "--headless", "--json", "--name", "env", cwd=workspace, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    launched = json.loads(record.read_text())
+    folder = (workspace / "rollouts" / "multiply").resolve()
+    run = run_folder(workspace, "env").resolve()
+    child = launched["env"]
+    uv = str(Path(sys.executable).parent / "uv")  # installed with this project, beside Python
+    assert launched["parent_argv"] == [
+        *(uv, "run", "--no-sync", "--project", str(folder)),
+        *("python", str(folder / "main.py")),
+    ]
+    assert launched["pgid"] == launched["ppid"] != os.getpgid(0), "`uv run` leads its group"
+    assert launched["argv"] == [str(folder / "main.py")]
+    assert launched["cwd"] == str(folder)
+    assert Path(launched["executable"]).parent == folder / ".venv" / "bin"
+    assert child["VIRTUAL_ENV"] == str(folder / ".venv"), "set by uv run, not inherited"
+    assert child["WORKSPACE_GREETING"] == "hello from the config's env"  # [env]
+    assert child["WORKSPACE_TOKEN"] == "token-from-the-environment"  # [secrets]
+    assert child["_OSMOSIS_ROLLOUT_ARTIFACT_ROOT"] == str(run / "rollout_trials")
+    assert re.fullmatch(r"[0-9a-f]{32}", child["_OSMOSIS_ROLLOUT_INSTANCE_ID"])
+    assert child["PYTHONUNBUFFERED"] == "1"
+    assert (child["UV_PYTHON_DOWNLOADS"], child["UV_PYTHON"]) == ("never", sys.executable)
+    logs = (run / "logs.txt").read_text()
+    assert f"[server] rollout server healthy on port {child['_OSMOSIS_ROLLOUT_PORT']}\n" in logs
+    assert "[deps] syncing rollout dependencies (multiply)\n" in logs
+    assert f"[rollout-server] workspace server pid {launched['pid']} stopped by SIGTERM" in logs
+    assert not alive(launched["pid"]) and not alive(launched["ppid"]), "nothing left running"
+
+
+def test_a_rollout_folder_without_pyproject_toml_is_refused_before_anything_starts(
+    workspace: Path,
+) -> None:
+    (workspace / "rollouts" / "multiply" / "pyproject.toml").unlink()
+    result = run_eval("configs/eval.toml", "--headless", cwd=workspace)
+    assert result.returncode == 2
+    assert (
+        "experiment.entrypoint: rollouts/multiply/pyproject.toml not found: the rollout server "
+        "runs in the environment uv builds from it (uv sync --project rollouts/multiply)"
+    ) in result.stderr
+    assert not (workspace / ".osmosis").exists()
+
+
 def test_entrypoint_reaching_outside_its_rollout_folder_is_refused(workspace: Path) -> None:
     outside = workspace / "outside.py"
     outside.write_text("raise SystemExit('must never run')\n")
@@ -75,7 +131,10 @@ def test_entrypoint_that_exits_at_once_is_a_clear_error(workspace: Path) -> None
     )
     result = run_eval("configs/eval.toml", *STUB, "--headless", "--name", "gone", cwd=workspace)
     assert result.returncode == 1
-    assert "the rollout server exited with status 3 before it was healthy" in result.stdout
+    assert (
+        "the rollout server exited with status 3 before it was healthy: "
+        "cannot start: no model configured; its output is in logs.txt"
+    ) in result.stdout
     folder = run_folder(workspace, "gone")
     assert "cannot start: no model configured" in (folder / "logs.txt").read_text()
     assert [r["status"] for r in read_jsonl(folder / "index.jsonl")] == ["pending"] * 6

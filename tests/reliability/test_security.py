@@ -17,7 +17,6 @@ import queue
 import signal
 import stat
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,8 @@ from starlette.applications import Starlette
 from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.export import export_row
 from core.eval.gateway_errors import PreflightError
-from core.eval.launcher import LaunchError, resolve_entrypoint, rollout_command
+from core.eval.launcher import LaunchError, resolve_entrypoint
+from core.eval.uv_project import server_command
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
@@ -306,6 +306,9 @@ def workspace(tmp_path: Path) -> Path:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "main.py").write_text("raise SystemExit('must never run')\n")
+    # Both are uv projects: a refusal is never only a missing pyproject.toml.
+    for project in (root / "rollouts" / "good", outside):
+        (project / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\n')
     (root / "rollouts" / "linked").symlink_to(outside, target_is_directory=True)
     (root / "rollouts" / "good" / "escape").symlink_to(outside, target_is_directory=True)
     return root
@@ -339,6 +342,18 @@ def test_the_launcher_runs_the_entrypoint_from_inside_its_folder(tmp_path: Path)
     folder, target = resolve_entrypoint(root, "good", "sub/run.py")
     assert folder == (root / "rollouts" / "good").resolve()
     assert target == folder / "sub" / "run.py"
-    command = rollout_command(folder, str(target.relative_to(folder)))
-    assert command[-1] == "sub/run.py"  # relative: run with cwd = the rollout folder
-    assert command == [sys.executable, "sub/run.py"]  # no pyproject.toml: no `uv run`
+    # In the rollout's own environment; the launcher starts it with the folder as its cwd
+    # (tests/eval_run/test_workspace.py reads both from the launched process).
+    assert server_command("uv", folder, target) == [
+        *("uv", "run", "--no-sync", "--project", str(folder)),
+        *("python", str(target)),
+    ]
+
+
+def test_the_launcher_refuses_a_rollout_folder_that_is_no_uv_project(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    (root / "rollouts" / "good" / "pyproject.toml").unlink()
+    # Above it sits another project, which `uv --project` would find and sync instead.
+    (root / "pyproject.toml").write_text('[project]\nname = "workspace"\nversion = "0"\n')
+    with pytest.raises(LaunchError, match=r"^rollouts/good/pyproject\.toml not found: "):
+        resolve_entrypoint(root, "good", "main.py")

@@ -2,13 +2,18 @@
 
 It serves the rollout protocol on 127.0.0.1:$_OSMOSIS_ROLLOUT_PORT; `create_rollout_server`
 reports $_OSMOSIS_ROLLOUT_INSTANCE_ID in /health, which is how the eval knows it reached this
-process. What it prints ends up in the run's logs.txt, which the tests read.
+process. What it prints ends up in the run's logs.txt, which the tests read; with
+$LAUNCH_RECORD set it also writes there how it was started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -58,8 +63,26 @@ class ExactAnswer(Grader):
         ctx.set_reward(1.0 if answer == (ctx.label or "").strip() else 0.0)
 
 
+def record_launch(path: Path) -> None:
+    """What the launcher gave this process, and the command line of the `uv run` above it."""
+    parent = Path(f"/proc/{os.getppid()}/cmdline")
+    record = {
+        "argv": sys.argv,
+        "cwd": os.getcwd(),
+        "executable": sys.executable,
+        "env": dict(os.environ),
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "pgid": os.getpgid(0),
+        "parent_argv": parent.read_text().split("\0")[:-1] if parent.exists() else None,
+    }
+    path.write_text(json.dumps(record))
+
+
 def main() -> None:
     print(f"workspace server pid {os.getpid()}: {os.environ['WORKSPACE_GREETING']}", flush=True)
+    if "LAUNCH_RECORD" in os.environ:
+        record_launch(Path(os.environ["LAUNCH_RECORD"]))
     backend = LocalBackend(
         workflow=AskTheModel,
         grader=ExactAnswer,
@@ -69,7 +92,15 @@ def main() -> None:
     )
     app = create_rollout_server(backend=backend)
     port = int(os.environ["_OSMOSIS_ROLLOUT_PORT"])
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found.
+    signal.signal(signal.SIGTERM, say_stopped)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def say_stopped(signum: int, _frame: object) -> None:
+    """Last words after a graceful stop, for the tests (SIGKILL leaves none)."""
+    print(f"workspace server pid {os.getpid()} stopped by {signal.Signals(signum).name}")
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":
