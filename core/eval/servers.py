@@ -54,6 +54,7 @@ class RolloutServerSlot:
 
     @property
     def free(self) -> float:
+        """Rollouts it can take now; unbounded when it advertises no capacity."""
         if self.state != "accepting":
             return 0
         if self.capacity is None:
@@ -76,8 +77,28 @@ def _health_error(exc: BaseException) -> str:
     return f"{exc}: HTTP {exc.status_code}"
 
 
+def _least_loaded(live: list[RolloutServerSlot]) -> RolloutServerSlot | None:
+    """The server with the most room left, None when every one is full (or not accepting).
+
+    A server that advertises no capacity (the official backend's default /health says only
+    "status") is never full; it is ranked as if it had the largest capacity any server here
+    advertises (0 when none does), so what counts is what we have in flight on it: such
+    servers share the work evenly, and with the others, instead of the first of them getting
+    all of it. Ties go to the first.
+    """
+    open_ = [slot for slot in live if slot.free > 0]
+    if not open_:
+        return None
+    nominal = max((slot.capacity for slot in live if slot.capacity is not None), default=0)
+    return max(
+        open_,
+        key=lambda slot: (nominal if slot.capacity is None else slot.capacity) - slot.in_flight,
+    )
+
+
 class ServerPool:
-    """Spreads rollouts over servers by free capacity and watches their health."""
+    """Spreads rollouts over servers by free capacity (by what is in flight on those that
+    advertise none) and watches their health."""
 
     def __init__(
         self, slots: list[RolloutServerSlot], *, on_event: ServerListener | None = None
@@ -133,7 +154,7 @@ class ServerPool:
         return sum(slot.capacity for slot in live if slot.capacity is not None)
 
     async def acquire(self) -> RolloutServerSlot:
-        """The live server with the most free capacity; waits while all are full.
+        """The live server with the most room left (`_least_loaded`); waits while all are full.
 
         While every server is down it waits up to `RECOVERY_GRACE_SEC` for one to come back
         (a restarted server is used again), then raises `AllServersDown`.
@@ -150,8 +171,8 @@ class ServerPool:
                         f"{RECOVERY_GRACE_SEC:g} s ({details})"
                     )
                 continue
-            best = max(live, key=lambda slot: slot.free)
-            if best.free > 0:
+            best = _least_loaded(live)
+            if best is not None:
                 best.in_flight += 1
                 return best
             self._freed.clear()

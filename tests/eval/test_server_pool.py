@@ -1,0 +1,68 @@
+"""Work spread over several rollout servers (EVAL.md §7): by free capacity, and over servers
+that advertise none by what is in flight on each, never all of it to the first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from core.eval.servers import ServerPool
+from server_stub import LocalBackend, create_rollout_server
+from server_stub.backend import ExecutionOutcome, ExecutionRequest
+from server_stub.demo import ExactMatchGrader, MultiplyWorkflow
+from tests.eval_run.files import multiply_rows
+from tests.reliability.in_process import chat_endpoint, rollout_server, run_session
+
+
+class SaysNoCapacity(LocalBackend):
+    """The demo rollout behind a /health without capacity fields, as the official backend's
+    default health() is; counts what it ran."""
+
+    def __init__(self) -> None:
+        super().__init__(workflow=MultiplyWorkflow, grader=ExactMatchGrader)
+        self.executed = 0
+
+    def health(self) -> dict[str, object]:
+        return {"status": "ok"}
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        self.executed += 1
+        return await super().execute(request)
+
+
+async def test_servers_without_capacity_share_the_work(tmp_path: Path) -> None:
+    backends = [SaysNoCapacity(), SaysNoCapacity()]
+    apps = [create_rollout_server(backend=b, configure_logging=False) for b in backends]
+    rows = multiply_rows(12, metadata={"stub": "slow:0.2"})
+    async with (
+        chat_endpoint() as chat_url,
+        rollout_server(apps[0]) as first,
+        rollout_server(apps[1]) as second,
+    ):
+        run = await run_session(
+            tmp_path, rows, servers=(first, second), chat_url=chat_url, max_in_flight=4
+        )
+    assert run.summary.status == "complete", run.summary.problem
+    assert run.session.pool is not None
+    assert [slot.capacity for slot in run.session.pool.slots] == [None, None]
+    counts = [backend.executed for backend in backends]
+    assert sum(counts) == 12
+    assert min(counts) >= 4, f"one server got most of the work: {counts}"
+
+
+async def test_the_next_rollout_goes_to_the_server_with_the_most_room() -> None:
+    async with httpx.AsyncClient() as http:
+        pool = ServerPool.connect(
+            ["http://a", "http://b", "http://c"], http_client=http, api_key=None
+        )
+        a, b, c = pool.slots
+        a.capacity = 2  # b and c advertise none
+        order = [await pool.acquire() for _ in range(7)]
+        pool.release(c)
+        pool.release(c)
+        after = await pool.acquire()
+    # b and c count as having the largest capacity advertised here (a's 2): the three share
+    # the work by what is in flight on each until a is full, then b and c take the rest.
+    assert order == [a, b, c, a, b, c, b]
+    assert after is c, "the least loaded one"
