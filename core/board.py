@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.errors import describe_error
 from core.handle import RolloutHandle, Transition
-from core.phases import PHASES, SkipReason, phases_skipped_by
+from core.model_activity import ModelActivity, ModelCallReport
+from core.phases import PHASES
+from core.rollout_record import CancelRequest, RecordedRollout, RequestOptions, RolloutRecord
 from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
 
 if TYPE_CHECKING:
@@ -29,257 +31,6 @@ if TYPE_CHECKING:
 # of the same phase, and never less than the floor.
 STUCK_MEDIAN_FACTOR = 3.0
 STUCK_FLOOR_SEC = 30.0
-# Model calls a record keeps (the latest that ended); its counts and sums cover every call.
-MODEL_CALLS_KEPT = 50
-
-#: The status the board shows for a rollout the server never accepted.
-NOT_ADMITTED = "not_admitted"
-#: The statuses a front end shows rollouts in, in lifecycle order: the protocol's own (but
-#: `unknown`, never a state a rollout stays in), then the board's `not_admitted`.
-DISPLAY_STATUSES: tuple[str, ...] = (
-    *(status.value for status in RolloutStatus if status is not RolloutStatus.UNKNOWN),
-    NOT_ADMITTED,
-)
-
-
-@dataclass(frozen=True)
-class RequestOptions:
-    """What was asked of the server for one rollout. The llm_api_key is deliberately absent.
-
-    A fact the board records (the details show it, a re-run sends it again); sending it is
-    the eval runner's job (`EvalRunner.submit`), not the board's."""
-
-    initial_messages: tuple[dict[str, Any], ...]
-    chat_completions_url: str
-    label: str | None = None
-    metadata: dict[str, Any] | None = None
-    grade: bool = True
-    agent_timeout_sec: float | None = None
-    grader_timeout_sec: float | None = None
-
-
-class ModelCallReport(Protocol):
-    """A model call as the board keeps it: what the eval's gateway reports
-    (`core.eval.model_calls.ModelCall` fits), so that the board needs nothing of the eval."""
-
-    @property
-    def call_id(self) -> int: ...
-    @property
-    def rollout_id(self) -> str: ...
-    @property
-    def started_monotonic(self) -> float: ...
-    @property
-    def ended_monotonic(self) -> float | None:
-        """None while the call waits for the model."""
-        ...
-
-    @property
-    def status(self) -> int | None:
-        """The status the rollout was answered with; None when the call was abandoned."""
-        ...
-
-    @property
-    def total_tokens(self) -> int | None: ...
-    @property
-    def cost_usd(self) -> float | None: ...
-    @property
-    def request_text(self) -> str:
-        """The request's last message, already redacted and bounded."""
-        ...
-
-    @property
-    def reply_text(self) -> str | None:
-        """The reply, already redacted and bounded."""
-        ...
-
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def latency_sec(self) -> float | None: ...
-
-
-@dataclass
-class ModelActivity:
-    """A rollout's model calls, as the gateway reported them while they happened."""
-
-    recent: deque[ModelCallReport] = field(default_factory=lambda: deque(maxlen=MODEL_CALLS_KEPT))
-    """The latest calls that ended, oldest first (at most `MODEL_CALLS_KEPT`)."""
-    in_flight: dict[int, ModelCallReport] = field(default_factory=dict)
-    """The calls waiting for the model now, by call id, oldest first."""
-    calls: int = 0
-    """Every call started, including those no longer in `recent`."""
-    failed: int = 0
-    """Calls that ended without a 200 (an error answered, or abandoned)."""
-    tokens: int | None = None
-    """Σ `total_tokens` of the calls that reported usage; None while none did."""
-    cost_usd: float | None = None
-    """Σ cost of the calls whose price is known; None while none was."""
-    last_ended_at: float | None = None
-    """When the latest call ended (monotonic)."""
-
-    @property
-    def waiting_since(self) -> float | None:
-        """The start (monotonic) of the oldest call still waiting for the model."""
-        oldest = next(iter(self.in_flight.values()), None)
-        return None if oldest is None else oldest.started_monotonic
-
-    def latest(self) -> ModelCallReport | None:
-        """The call started last: the newest in flight, else the latest that ended."""
-        if self.in_flight:
-            return next(reversed(self.in_flight.values()))
-        return self.recent[-1] if self.recent else None
-
-
-@dataclass
-class CancelRequest:
-    """One server-side cancel: when it was asked, what the server said, when it ended."""
-
-    requested_at: float
-    disposition: str | None = None
-    error: str | None = None
-    answered_at: float | None = None
-
-
-@dataclass(eq=False)
-class RecordedRollout:
-    """What is known of a rollout without a handle to ask: one replayed from a recording, or
-    one the server never admitted. It has the handle's names, so a record reads either alike."""
-
-    status: RolloutStatus = RolloutStatus.QUEUED
-    transitions: list[Transition] = field(default_factory=list)
-    latest_result: RolloutResultResponse | None = None
-    grade: bool | None = None
-    polls: int = 0
-    poll_retries: int = 0
-    last_poll_error: str | None = None
-
-
-@dataclass(eq=False)
-class RolloutRecord:
-    """One rollout on the board: what was asked and done (options, cancels, untracking), and
-    what was observed of it, read from its handle (or its recording) rather than copied."""
-
-    rollout_id: str
-    row_index: int | None
-    run_index: int | None
-    options: RequestOptions | None
-    server: str
-    submitted_at: float
-    #: Where the observations come from: the live handle, or what was recorded without one.
-    observed: RolloutHandle | RecordedRollout = field(default_factory=RecordedRollout)
-    client: RolloutClient | None = None
-    cancels: list[CancelRequest] = field(default_factory=list)
-    untracked: bool = False
-    admission_error: str | None = None
-    #: Masks secrets in the error texts the record shows (a server's message may quote a key).
-    redact: Callable[[str], str] | None = field(default=None, repr=False)
-    #: Its model calls through the run's gateway.
-    model: ModelActivity = field(default_factory=ModelActivity)
-    # The last text masked and its masked form: read on every repaint, it changes rarely.
-    _shown_result: tuple[RolloutResultResponse, RolloutResultResponse] | None = field(
-        default=None, init=False, repr=False
-    )
-    _shown_poll_error: tuple[str, str] | None = field(default=None, init=False, repr=False)
-
-    @property
-    def handle(self) -> RolloutHandle | None:
-        observed = self.observed
-        return observed if isinstance(observed, RolloutHandle) else None
-
-    @property
-    def status(self) -> RolloutStatus:
-        return self.observed.status
-
-    @property
-    def transitions(self) -> list[Transition]:
-        return self.observed.transitions
-
-    @property
-    def grade(self) -> bool | None:
-        """Whether grading was asked for; None when not known (a replay of an old recording)."""
-        return self.observed.grade
-
-    @property
-    def polls(self) -> int:
-        return self.observed.polls
-
-    @property
-    def poll_retries(self) -> int:
-        return self.observed.poll_retries
-
-    @property
-    def latest_result(self) -> RolloutResultResponse | None:
-        result = self.observed.latest_result
-        if result is None or not result.err_message or self.redact is None:
-            return result
-        shown = self._shown_result
-        if shown is None or shown[0] is not result:
-            message = self.redact(result.err_message)
-            masked = (
-                result
-                if message == result.err_message
-                else result.model_copy(update={"err_message": message})
-            )
-            shown = self._shown_result = (result, masked)
-        return shown[1]
-
-    @property
-    def poll_error(self) -> str | None:
-        """Why polling is being retried, or why it ended."""
-        error = self.observed.last_poll_error
-        if error is None or self.redact is None:
-            return error
-        shown = self._shown_poll_error
-        if shown is None or shown[0] is not error:
-            shown = self._shown_poll_error = (error, self.redact(error))
-        return shown[1]
-
-    @property
-    def terminal_at(self) -> float | None:
-        if self.admission_error is not None:
-            return self.submitted_at
-        # A terminal status is always the last one observed.
-        return self.transitions[-1].at if self.status in TERMINAL_STATUSES else None
-
-    @property
-    def display_status(self) -> str:
-        """One of `DISPLAY_STATUSES` (or a status no server should send, such as `unknown`)."""
-        return NOT_ADMITTED if self.admission_error is not None else self.status.value
-
-    @property
-    def finished(self) -> bool:
-        return self.admission_error is not None or self.status in TERMINAL_STATUSES
-
-    @property
-    def in_flight(self) -> bool:
-        """Still running on the server, as far as we know, and still watched by us."""
-        return not self.finished and not self.untracked
-
-    @property
-    def phase_started_at(self) -> float:
-        return self.transitions[-1].at if self.transitions else self.submitted_at
-
-    @property
-    def cancelling(self) -> bool:
-        return bool(self.cancels) and not self.finished
-
-    def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
-        return phases_skipped_by(self.observed)
-
-    def matches(self, text: str) -> bool:
-        """Case-insensitive match on id, row, status, error and label: what the `/` filter uses."""
-        needle = text.casefold()
-        result = self.latest_result
-        haystack = [
-            self.rollout_id,
-            "" if self.row_index is None else f"row {self.row_index}",
-            self.display_status,
-            self.admission_error or "",
-            (result.err_message or "") if result else "",
-            (result.err_category.value if result and result.err_category else ""),
-            (self.options.label or "") if self.options else "",
-        ]
-        return any(needle in part.casefold() for part in haystack)
 
 
 @dataclass(frozen=True)
@@ -460,25 +211,16 @@ class RolloutBoard:
 
     def call_started(self, call: ModelCallReport) -> None:
         """A rollout's model call began: it shows as in flight until `call_ended`."""
-        activity = self._activity(call.rollout_id)
-        activity.calls += 1
-        activity.in_flight[call.call_id] = call
+        self._activity(call.rollout_id).started(call)
         self.model_calls += 1
         self._mark_known(call.rollout_id)
 
     def call_ended(self, call: ModelCallReport) -> None:
         """A rollout's model call ended (answered, failed or abandoned)."""
-        activity = self._activity(call.rollout_id)
-        activity.in_flight.pop(call.call_id, None)
-        activity.recent.append(call)
-        activity.last_ended_at = call.ended_monotonic
-        if call.status != 200:
-            activity.failed += 1
+        self._activity(call.rollout_id).ended(call)
         if call.total_tokens is not None:
-            activity.tokens = (activity.tokens or 0) + call.total_tokens
             self.total_tokens += call.total_tokens
         if call.cost_usd is not None:
-            activity.cost_usd = (activity.cost_usd or 0.0) + call.cost_usd
             self.total_cost_usd = (self.total_cost_usd or 0.0) + call.cost_usd
         self._mark_known(call.rollout_id)
 

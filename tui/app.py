@@ -23,9 +23,9 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from core.board import RolloutRecord
 from core.eval.export import write_export
 from core.eval.safe_text import replace_unsafe
+from core.rollout_record import RolloutRecord
 from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
 from tui.flows.cancel import CancelFlow
 from tui.flows.quit import QuitFlow

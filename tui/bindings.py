@@ -13,7 +13,7 @@ from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 
-from core.board import RolloutRecord
+from core.rollout_record import RolloutRecord
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.format import CHIP_STATUSES

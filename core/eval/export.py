@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from core.board import RolloutRecord
+from core.rollout_record import RolloutRecord
 
 FILE_PREFIX = "osmosis-tui-export-"
 EXPORT_FIELDS = (

@@ -18,11 +18,12 @@ from typing import Any, Literal
 
 import httpx
 
-from core.board import RequestOptions, RolloutBoard, RolloutRecord
+from core.board import RolloutBoard
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
 from core.eval.dataset import DatasetRow
 from core.eval.results.records import ItemResult, WorkItem
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
+from core.rollout_record import RequestOptions, RolloutRecord
 from core.types import RolloutResultResponse, RolloutStatus
 
 logger = logging.getLogger(__name__)

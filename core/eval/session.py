@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from core.board import CancelRequest, RequestOptions, RolloutBoard, RolloutRecord
+from core.board import RolloutBoard
 from core.eval.embedded import demo_rollout_server
 from core.eval.gateway import ModelGateway
 from core.eval.gateway_errors import GatewayError
@@ -41,6 +41,7 @@ from core.eval.servers import AllServersDown, ServerPool
 from core.eval.summary import EvalSummary
 from core.eval.upstream_choice import opened_upstream
 from core.eval.upstreams import ambient_secret_values, preflight
+from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
 from core.transport import AiohttpTransport
 
 logger = logging.getLogger(__name__)

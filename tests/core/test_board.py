@@ -10,8 +10,10 @@ import httpx
 import pytest
 
 from core import RolloutClient, RolloutStatus
-from core.board import MODEL_CALLS_KEPT, RequestOptions, RolloutBoard, RolloutRecord
+from core.board import RolloutBoard
 from core.eval.model_calls import ModelCall
+from core.model_activity import MODEL_CALLS_KEPT
+from core.rollout_record import RequestOptions, RolloutRecord
 from tests.conftest import Serve
 from tests.core.test_client import CHAT_URL, PROMPT, FaultyTransport, real_server
 

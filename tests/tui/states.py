@@ -20,15 +20,10 @@ from pytest_textual_snapshot import normalize_svg
 from textual._doc import take_svg_screenshot
 from textual.pilot import Pilot
 
-from core.board import (
-    CancelRequest,
-    RecordedRollout,
-    RequestOptions,
-    RolloutBoard,
-    RolloutRecord,
-)
+from core.board import RolloutBoard
 from core.eval.model_calls import ModelCall
 from core.eval.results.metrics import Progress
+from core.rollout_record import CancelRequest, RecordedRollout, RequestOptions, RolloutRecord
 from core.types import (
     CancelRolloutsResponse,
     RolloutErrorCategory,

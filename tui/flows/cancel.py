@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from core.board import RolloutRecord
+from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
 
 if TYPE_CHECKING:

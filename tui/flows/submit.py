@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.board import RolloutRecord
+from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import NewRolloutScreen
 from tui.sources.base import NewRollout
 

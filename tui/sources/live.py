@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.board import RequestOptions
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.gateway_errors import GatewayError
 from core.eval.results.metrics import Progress
+from core.rollout_record import RequestOptions
 from tui.sources.base import NewRollout, ServerView
 
 

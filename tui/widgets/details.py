@@ -11,8 +11,10 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from core.board import ModelActivity, ModelCallReport, RolloutBoard, RolloutRecord
+from core.board import RolloutBoard
+from core.model_activity import ModelActivity, ModelCallReport
 from core.phases import PHASES
+from core.rollout_record import RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.format import compact_count, duration, money, plain, reward, status_text
 from tui.widgets.phase_track import SKIP_EXPLANATIONS, phase_track

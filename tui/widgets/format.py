@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from core.board import DISPLAY_STATUSES, NOT_ADMITTED
 from core.eval.safe_text import replace_unsafe
+from core.rollout_record import DISPLAY_STATUSES, NOT_ADMITTED
 from core.types import RolloutStatus
 
 # ANSI names, so every theme (and NO_COLOR) reads them. Textual maps them through its ANSI

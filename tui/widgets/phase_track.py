@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from core.board import RolloutRecord
 from core.phases import PHASES, SkipReason
+from core.rollout_record import RolloutRecord
 from core.types import RolloutStatus
 
 # Glyph and style per state of a phase cell. Styles are theme-neutral ANSI names so that the

@@ -20,7 +20,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from core.board import RolloutBoard, RolloutRecord
+from core.board import RolloutBoard
+from core.rollout_record import RolloutRecord
 from tui.widgets.phase_track import CONNECTOR, phase_cells
 from tui.widgets.table_columns import (
     PHASE_TRACK_WIDTH,

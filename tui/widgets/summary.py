@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from core.board import NOT_ADMITTED, RolloutBoard
+from core.board import RolloutBoard
 from core.eval.results.metrics import Progress
+from core.rollout_record import NOT_ADMITTED
 from tui.sources.base import ServerView
 from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, duration, money, plain
 

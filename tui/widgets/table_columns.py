@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.board import RolloutBoard, RolloutRecord
+from core.board import RolloutBoard
 from core.eval.safe_text import replace_unsafe
+from core.rollout_record import RolloutRecord
 from tui.widgets.format import STATUS_STYLES, compact_count, duration, reward
 
 PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors

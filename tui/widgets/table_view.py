@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.board import NOT_ADMITTED, RolloutBoard, RolloutRecord
+from core.board import RolloutBoard
+from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
 
 SORTS: dict[str, str] = {

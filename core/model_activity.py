@@ -1,0 +1,104 @@
+"""A rollout's model calls, as the eval's gateway reports them while they happen.
+
+The board keeps one `ModelActivity` per rollout (on its record) and feeds it from the
+gateway's hooks; `ModelCallReport` is the shape of a call it is given, so that the Protocol
+part needs nothing of the eval. No Textual here.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# Model calls a record keeps (the latest that ended); its counts and sums cover every call.
+MODEL_CALLS_KEPT = 50
+
+
+class ModelCallReport(Protocol):
+    """A model call as the board keeps it: what the eval's gateway reports
+    (`core.eval.model_calls.ModelCall` fits), so that the board needs nothing of the eval."""
+
+    @property
+    def call_id(self) -> int: ...
+    @property
+    def rollout_id(self) -> str: ...
+    @property
+    def started_monotonic(self) -> float: ...
+    @property
+    def ended_monotonic(self) -> float | None:
+        """None while the call waits for the model."""
+        ...
+
+    @property
+    def status(self) -> int | None:
+        """The status the rollout was answered with; None when the call was abandoned."""
+        ...
+
+    @property
+    def total_tokens(self) -> int | None: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def request_text(self) -> str:
+        """The request's last message, already redacted and bounded."""
+        ...
+
+    @property
+    def reply_text(self) -> str | None:
+        """The reply, already redacted and bounded."""
+        ...
+
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def latency_sec(self) -> float | None: ...
+
+
+@dataclass
+class ModelActivity:
+    """A rollout's model calls, as the gateway reported them while they happened."""
+
+    recent: deque[ModelCallReport] = field(default_factory=lambda: deque(maxlen=MODEL_CALLS_KEPT))
+    """The latest calls that ended, oldest first (at most `MODEL_CALLS_KEPT`)."""
+    in_flight: dict[int, ModelCallReport] = field(default_factory=dict)
+    """The calls waiting for the model now, by call id, oldest first."""
+    calls: int = 0
+    """Every call started, including those no longer in `recent`."""
+    failed: int = 0
+    """Calls that ended without a 200 (an error answered, or abandoned)."""
+    tokens: int | None = None
+    """Σ `total_tokens` of the calls that reported usage; None while none did."""
+    cost_usd: float | None = None
+    """Σ cost of the calls whose price is known; None while none was."""
+    last_ended_at: float | None = None
+    """When the latest call ended (monotonic)."""
+
+    @property
+    def waiting_since(self) -> float | None:
+        """The start (monotonic) of the oldest call still waiting for the model."""
+        oldest = next(iter(self.in_flight.values()), None)
+        return None if oldest is None else oldest.started_monotonic
+
+    def started(self, call: ModelCallReport) -> None:
+        """`call` began: it is in flight until `ended`."""
+        self.calls += 1
+        self.in_flight[call.call_id] = call
+
+    def ended(self, call: ModelCallReport) -> None:
+        """`call` ended (answered, failed or abandoned)."""
+        self.in_flight.pop(call.call_id, None)
+        self.recent.append(call)
+        self.last_ended_at = call.ended_monotonic
+        if call.status != 200:
+            self.failed += 1
+        if call.total_tokens is not None:
+            self.tokens = (self.tokens or 0) + call.total_tokens
+        if call.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
+
+    def latest(self) -> ModelCallReport | None:
+        """The call started last: the newest in flight, else the latest that ended."""
+        if self.in_flight:
+            return next(reversed(self.in_flight.values()))
+        return self.recent[-1] if self.recent else None

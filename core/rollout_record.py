@@ -1,0 +1,197 @@
+"""`RolloutRecord`: one rollout on the board, what was asked of it and what was observed.
+
+A record reads its observations from the rollout's handle (or, without one, from a
+`RecordedRollout`) instead of copying them; what only the run knows (the request options,
+cancels, untracking, an admission error) it holds itself. No Textual here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from core.handle import RolloutHandle, Transition
+from core.model_activity import ModelActivity
+from core.phases import SkipReason, phases_skipped_by
+from core.types import TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
+
+if TYPE_CHECKING:
+    from core.client import RolloutClient
+
+#: The status the board shows for a rollout the server never accepted.
+NOT_ADMITTED = "not_admitted"
+#: The statuses a front end shows rollouts in, in lifecycle order: the protocol's own (but
+#: `unknown`, never a state a rollout stays in), then the board's `not_admitted`.
+DISPLAY_STATUSES: tuple[str, ...] = (
+    *(status.value for status in RolloutStatus if status is not RolloutStatus.UNKNOWN),
+    NOT_ADMITTED,
+)
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """What was asked of the server for one rollout. The llm_api_key is deliberately absent.
+
+    A fact the board records (the details show it, a re-run sends it again); sending it is
+    the eval runner's job (`EvalRunner.submit`), not the board's."""
+
+    initial_messages: tuple[dict[str, Any], ...]
+    chat_completions_url: str
+    label: str | None = None
+    metadata: dict[str, Any] | None = None
+    grade: bool = True
+    agent_timeout_sec: float | None = None
+    grader_timeout_sec: float | None = None
+
+
+@dataclass
+class CancelRequest:
+    """One server-side cancel: when it was asked, what the server said, when it ended."""
+
+    requested_at: float
+    disposition: str | None = None
+    error: str | None = None
+    answered_at: float | None = None
+
+
+@dataclass(eq=False)
+class RecordedRollout:
+    """What is known of a rollout without a handle to ask: one replayed from a recording, or
+    one the server never admitted. It has the handle's names, so a record reads either alike."""
+
+    status: RolloutStatus = RolloutStatus.QUEUED
+    transitions: list[Transition] = field(default_factory=list)
+    latest_result: RolloutResultResponse | None = None
+    grade: bool | None = None
+    polls: int = 0
+    poll_retries: int = 0
+    last_poll_error: str | None = None
+
+
+@dataclass(eq=False)
+class RolloutRecord:
+    """One rollout on the board: what was asked and done (options, cancels, untracking), and
+    what was observed of it, read from its handle (or its recording) rather than copied."""
+
+    rollout_id: str
+    row_index: int | None
+    run_index: int | None
+    options: RequestOptions | None
+    server: str
+    submitted_at: float
+    #: Where the observations come from: the live handle, or what was recorded without one.
+    observed: RolloutHandle | RecordedRollout = field(default_factory=RecordedRollout)
+    client: RolloutClient | None = None
+    cancels: list[CancelRequest] = field(default_factory=list)
+    untracked: bool = False
+    admission_error: str | None = None
+    #: Masks secrets in the error texts the record shows (a server's message may quote a key).
+    redact: Callable[[str], str] | None = field(default=None, repr=False)
+    #: Its model calls through the run's gateway.
+    model: ModelActivity = field(default_factory=ModelActivity)
+    # The last text masked and its masked form: read on every repaint, it changes rarely.
+    _shown_result: tuple[RolloutResultResponse, RolloutResultResponse] | None = field(
+        default=None, init=False, repr=False
+    )
+    _shown_poll_error: tuple[str, str] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def handle(self) -> RolloutHandle | None:
+        observed = self.observed
+        return observed if isinstance(observed, RolloutHandle) else None
+
+    @property
+    def status(self) -> RolloutStatus:
+        return self.observed.status
+
+    @property
+    def transitions(self) -> list[Transition]:
+        return self.observed.transitions
+
+    @property
+    def grade(self) -> bool | None:
+        """Whether grading was asked for; None when not known (a replay of an old recording)."""
+        return self.observed.grade
+
+    @property
+    def polls(self) -> int:
+        return self.observed.polls
+
+    @property
+    def poll_retries(self) -> int:
+        return self.observed.poll_retries
+
+    @property
+    def latest_result(self) -> RolloutResultResponse | None:
+        result = self.observed.latest_result
+        if result is None or not result.err_message or self.redact is None:
+            return result
+        shown = self._shown_result
+        if shown is None or shown[0] is not result:
+            message = self.redact(result.err_message)
+            masked = (
+                result
+                if message == result.err_message
+                else result.model_copy(update={"err_message": message})
+            )
+            shown = self._shown_result = (result, masked)
+        return shown[1]
+
+    @property
+    def poll_error(self) -> str | None:
+        """Why polling is being retried, or why it ended."""
+        error = self.observed.last_poll_error
+        if error is None or self.redact is None:
+            return error
+        shown = self._shown_poll_error
+        if shown is None or shown[0] is not error:
+            shown = self._shown_poll_error = (error, self.redact(error))
+        return shown[1]
+
+    @property
+    def terminal_at(self) -> float | None:
+        if self.admission_error is not None:
+            return self.submitted_at
+        # A terminal status is always the last one observed.
+        return self.transitions[-1].at if self.status in TERMINAL_STATUSES else None
+
+    @property
+    def display_status(self) -> str:
+        """One of `DISPLAY_STATUSES` (or a status no server should send, such as `unknown`)."""
+        return NOT_ADMITTED if self.admission_error is not None else self.status.value
+
+    @property
+    def finished(self) -> bool:
+        return self.admission_error is not None or self.status in TERMINAL_STATUSES
+
+    @property
+    def in_flight(self) -> bool:
+        """Still running on the server, as far as we know, and still watched by us."""
+        return not self.finished and not self.untracked
+
+    @property
+    def phase_started_at(self) -> float:
+        return self.transitions[-1].at if self.transitions else self.submitted_at
+
+    @property
+    def cancelling(self) -> bool:
+        return bool(self.cancels) and not self.finished
+
+    def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
+        return phases_skipped_by(self.observed)
+
+    def matches(self, text: str) -> bool:
+        """Case-insensitive match on id, row, status, error and label: what the `/` filter uses."""
+        needle = text.casefold()
+        result = self.latest_result
+        haystack = [
+            self.rollout_id,
+            "" if self.row_index is None else f"row {self.row_index}",
+            self.display_status,
+            self.admission_error or "",
+            (result.err_message or "") if result else "",
+            (result.err_category.value if result and result.err_category else ""),
+            (self.options.label or "") if self.options else "",
+        ]
+        return any(needle in part.casefold() for part in haystack)
