@@ -1,4 +1,4 @@
-"""The eval runner: a fixed pool of workers sends work items to rollout servers (EVAL.md §4).
+"""The eval runner: a fixed pool of workers sends work items to rollout servers (EVAL.md §7).
 
 Each finished item is journaled before anything else happens to it, so an interrupted or
 killed run loses nothing that finished. Problems that concern the whole run stop dispatching
@@ -21,10 +21,11 @@ import httpx
 from core.board import RolloutBoard
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
 from core.eval.dataset import DatasetRow
+from core.eval.outcomes import classify, failed_item
 from core.eval.results.records import ItemResult, WorkItem
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
 from core.rollout_record import RequestOptions, RolloutRecord
-from core.types import RolloutResultResponse, RolloutStatus
+from core.types import RolloutResultResponse
 
 logger = logging.getLogger(__name__)
 
@@ -64,64 +65,6 @@ class RunOutcome:
 
 class _RunProblem(Exception):
     """Something that concerns the whole run: stop dispatching, keep what finished."""
-
-
-def classify(
-    item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: int
-) -> ItemResult | None:
-    """The item's outcome, or None when it must stay pending (cancelled)."""
-    status = result.status
-    if status == RolloutStatus.CANCELLED:
-        return None
-    sample = result.sample
-    tokens = _tokens(sample.metrics) if sample is not None else None
-    if status == RolloutStatus.SUCCESS:
-        skipped = sample is not None and sample.remove_sample
-        return ItemResult(
-            row_index=item.row_index,
-            run_index=item.run_index,
-            rollout_id=rollout_id,
-            status="skipped" if skipped else "success",
-            source_row_index=item.source_row_index,
-            reward=None if sample is None or skipped else sample.reward,
-            tokens=tokens,
-            duration_ms=duration_ms,
-            error_type=None,
-        )
-    error_type = (
-        result.err_category.value if result.err_category else result.err_message or "rollout_failed"
-    )
-    return failed_item(item, rollout_id, duration_ms, error_type, tokens=tokens)
-
-
-def failed_item(
-    item: WorkItem,
-    rollout_id: str,
-    duration_ms: int,
-    error_type: str | None,
-    *,
-    tokens: int | None = None,
-) -> ItemResult:
-    return ItemResult(
-        row_index=item.row_index,
-        run_index=item.run_index,
-        rollout_id=rollout_id,
-        status="failed",
-        source_row_index=item.source_row_index,
-        reward=None,
-        tokens=tokens,
-        duration_ms=duration_ms,
-        error_type=error_type,
-    )
-
-
-def _tokens(metrics: dict[str, object]) -> int | None:
-    total = metrics.get("total_tokens")
-    if isinstance(total, (int, float)):
-        return int(total)
-    parts = [metrics.get(key) for key in ("prompt_tokens", "completion_tokens")]
-    numbers = [int(part) for part in parts if isinstance(part, (int, float))]
-    return sum(numbers) if numbers else None
 
 
 class EvalRunner:
