@@ -36,7 +36,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -106,8 +106,8 @@ class ModelGateway:
         listener_port: int | None = None,
         advertise_url: str | None = None,
         redact: Callable[[str], str] | None = None,
-        on_call_start: Sequence[CallHook] = (),
-        on_call_end: Sequence[CallHook] = (),
+        on_call_start: CallHook | None = None,
+        on_call_end: CallHook | None = None,
         forward_headers: Collection[str] = (),
         heartbeat_sec: float = HEARTBEAT_SEC,
         keepalive: bool | None = None,
@@ -132,8 +132,8 @@ class ModelGateway:
         self._scrub: Callable[[str], str] = (
             own.redact if redact is None else (lambda text: redact(own.redact(text)))
         )
-        self._on_start = tuple(on_call_start)
-        self._on_end = tuple(on_call_end)
+        self._on_start = on_call_start
+        self._on_end = on_call_end
         self._forward = tuple(dict.fromkeys(name.lower() for name in forward_headers))
         self._heartbeat = heartbeat_sec
         self._keepalive = advertise_url is not None if keepalive is None else keepalive
@@ -364,14 +364,15 @@ class ModelGateway:
         self._emit(self._on_end, ended)
 
     @staticmethod
-    def _emit(hooks: tuple[CallHook, ...], call: ModelCall) -> None:
-        for hook in hooks:
-            # A broken observer (the board, a full disk under calls.jsonl) must not fail the
-            # rollout's model call; it is logged instead.
-            try:
-                hook(call)
-            except Exception:
-                logger.exception("a model-call hook failed (call %d)", call.call_id)
+    def _emit(hook: CallHook | None, call: ModelCall) -> None:
+        if hook is None:
+            return
+        # A broken observer (the board, a full disk under calls.jsonl) must not fail the
+        # rollout's model call; it is logged instead.
+        try:
+            hook(call)
+        except Exception:
+            logger.exception("a model-call hook failed (call %d)", call.call_id)
 
 
 async def _cancel(task: asyncio.Future[Any]) -> None:

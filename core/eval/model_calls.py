@@ -3,9 +3,9 @@
 The gateway makes a `ModelCall` when a rollout's request arrives (the call is in flight:
 `ended_at` is None) and a finished copy when the answer is ready; it hands both to its hooks
 (`on_call_start`, `on_call_end`), so the board can show a call in flight and for how long, and
-`CallLog.append` can be one of the `on_call_end` hooks. Texts in a record are redacted before
-they are bounded (so a secret is never cut into a recognisable prefix) and hold at most
-`TEXT_LIMIT` characters.
+`CallLog.append` can write the finished ones (the eval session's `on_call_end` does both).
+Texts in a record are redacted before they are bounded (so a secret is never cut into a
+recognisable prefix) and hold at most `TEXT_LIMIT` characters.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from core.eval.embedded import demo_rollout_server
 from core.eval.gateway import ModelGateway
 from core.eval.gateway_errors import GatewayError
 from core.eval.launcher import launched_rollout_server
-from core.eval.model_calls import CallLog
+from core.eval.model_calls import CallLog, ModelCall
 from core.eval.plan import EvalPlan
 from core.eval.redact import Redactor
 from core.eval.results.durable import describe_os_error, write_json_atomic
@@ -313,13 +313,21 @@ class EvalSession:
         warning = await preflight(upstream)  # logged by preflight itself
         if warning is not None:
             self.on_notice(self.redactor.redact(warning))
+
+        def call_ended(call: ModelCall) -> None:
+            # calls.jsonl keeps the call even when the board's hook fails (the gateway logs it).
+            try:
+                self.board.call_ended(call)
+            finally:
+                calls.append(call)
+
         gateway = ModelGateway(
             upstream,
             listener_port=request.listener_port,
             advertise_url=request.advertise_url,
             redact=self._redact,
-            on_call_start=(self.board.call_started,),
-            on_call_end=(self.board.call_ended, calls.append),
+            on_call_start=self.board.call_started,
+            on_call_end=call_ended,
             forward_headers=forwarded,
         )
         self.redactor = self.redactor.with_secrets([gateway.api_key])

@@ -38,7 +38,7 @@ async def test_plain_and_streamed_answers_through_litellm(
 ) -> None:
     ended: list[ModelCall] = []
     up = LiteLLMUpstream("openai/stub", api_base=fake_url, api_key=UPSTREAM_KEY)
-    async with up, ModelGateway(up, on_call_end=[ended.append]) as gateway:
+    async with up, ModelGateway(up, on_call_end=ended.append) as gateway:
         plain = await post_chat(client, gateway, chat_body(temperature=0.2))
         streamed = await post_chat(client, gateway, chat_body(stream=True))
         assert gateway.tokens_for("r1") == 16
@@ -89,7 +89,7 @@ async def test_tool_calls_and_reasoning_survive_litellm(
 async def test_a_known_model_gets_its_cost(fake_url: str, client: httpx.AsyncClient) -> None:
     ended: list[ModelCall] = []
     up = LiteLLMUpstream("openai/gpt-4o-mini", api_base=fake_url, api_key="k")
-    async with up, ModelGateway(up, on_call_end=[ended.append]) as gateway:
+    async with up, ModelGateway(up, on_call_end=ended.append) as gateway:
         await post_chat(client, gateway, chat_body())
     [call] = ended
     assert call.cost_usd is not None and call.cost_usd > 0

@@ -38,7 +38,7 @@ async def test_an_upstream_500_is_retried_then_answered_502(
 ) -> None:
     fake.respond = lambda _seen: error(500, "boom", **{"retry-after-ms": "10"})
     ended: list[ModelCall] = []
-    async with upstream(fake_url) as up, ModelGateway(up, on_call_end=[ended.append]) as gateway:
+    async with upstream(fake_url) as up, ModelGateway(up, on_call_end=ended.append) as gateway:
         response = await post_chat(client, gateway, chat_body())
     assert response.status_code == 502
     assert response.json() == {
@@ -137,7 +137,7 @@ async def test_a_rollout_that_leaves_ends_the_upstream_call(
 ) -> None:
     fake.hold = asyncio.Event()
     ended: list[ModelCall] = []
-    async with upstream(fake_url) as up, ModelGateway(up, on_call_end=[ended.append]) as gateway:
+    async with upstream(fake_url) as up, ModelGateway(up, on_call_end=ended.append) as gateway:
         for stream in (False, True):
             fake.arrived.clear()
             async with httpx.AsyncClient() as http:
