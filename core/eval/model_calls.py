@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,11 +21,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from core.eval.results.durable import open_append, write_all
+from core.eval.results.records import iso_utc
+
 logger = logging.getLogger(__name__)
 
 #: The most characters a record keeps of the request's last message and of the reply.
 TEXT_LIMIT = 2000
-FILE_MODE = 0o600
 
 CallHook = Callable[["ModelCall"], None]
 """What `on_call_start` and `on_call_end` hooks are called with: the call as it is then."""
@@ -98,8 +99,12 @@ class ModelCall:
             "call_id": self.call_id,
             "rollout_id": self.rollout_id,
             "t": None if origin is None else round(self.started_monotonic - origin, 3),
-            "started_at": _iso_utc(self.started_at),
-            "ended_at": None if self.ended_at is None else _iso_utc(self.ended_at),
+            "started_at": iso_utc(datetime.fromtimestamp(self.started_at, timezone.utc)),
+            "ended_at": (
+                None
+                if self.ended_at is None
+                else iso_utc(datetime.fromtimestamp(self.ended_at, timezone.utc))
+            ),
             "latency_s": None if latency is None else round(latency, 3),
             "status": self.status,
             "upstream_status": self.upstream_status,
@@ -116,12 +121,6 @@ class ModelCall:
         return {key: value for key, value in record.items() if value is not None}
 
 
-def _iso_utc(moment: float) -> str:
-    # The results' one timestamp form: ISO 8601 UTC, milliseconds, `Z`.
-    stamp = datetime.fromtimestamp(moment, timezone.utc).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
-
-
 class CallLog:
     """`calls.jsonl`: one JSON line per finished call, appended as the call ends.
 
@@ -136,7 +135,7 @@ class CallLog:
         self.path = path
         self.origin = origin
         self.error: OSError | None = None
-        self._fd: int | None = _open_append(path)
+        self._fd: int | None = open_append(path)
 
     def append(self, call: ModelCall) -> None:
         """Write `call` (usable as an `on_call_end` hook); a call in flight is skipped."""
@@ -146,7 +145,7 @@ class CallLog:
             call.to_record(self.origin), ensure_ascii=False, separators=(",", ":")
         ).encode()
         try:
-            _write_all(self._fd, line + b"\n")
+            write_all(self._fd, line + b"\n")
         except OSError as exc:
             self.error = exc
             logger.warning(
@@ -168,26 +167,6 @@ class CallLog:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _open_append(path: Path) -> int:
-    fd = os.open(
-        path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE
-    )
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) != FILE_MODE:
-            os.chmod(path, FILE_MODE)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 __all__ = ["TEXT_LIMIT", "CallHook", "CallLog", "ModelCall", "bounded"]

@@ -70,6 +70,15 @@ class Seen:
     body: bytearray = field(default_factory=bytearray)
     at: float = field(default_factory=time.monotonic)
 
+    @classmethod
+    def of(cls, scope: Scope) -> Seen:
+        """The request an ASGI `scope` starts (its body is added as it is received)."""
+        return cls(
+            scope["method"],
+            scope["path"],
+            {k.decode().lower(): v.decode() for k, v in scope["headers"]},
+        )
+
     def json(self) -> Any:
         return json.loads(bytes(self.body))
 
@@ -95,11 +104,7 @@ class Recorder:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        seen = Seen(
-            scope["method"],
-            scope["path"],
-            {k.decode().lower(): v.decode() for k, v in scope["headers"]},
-        )
+        seen = Seen.of(scope)
         self.seen.append(seen)
 
         async def recording_receive() -> Any:
@@ -205,11 +210,7 @@ class Fake:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
-        seen = Seen(
-            scope["method"],
-            scope["path"],
-            {k.decode().lower(): v.decode() for k, v in scope["headers"]},
-        )
+        seen = Seen.of(scope)
         self.seen.append(seen)
         more = True
         while more:

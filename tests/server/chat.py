@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+from starlette.applications import Starlette
 
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.serving import serve_in_loop
+from tests.polling import eventually
 
 KEY = "sk-test-not-a-real-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -111,3 +113,16 @@ async def outcomes(
                     content = response.json()["choices"][0]["message"]["content"]
             seen.append((response.status_code, content))
     return seen
+
+
+async def hung_call_dropped(chat_app: Starlette) -> None:
+    """Check that the stub noticed a client give up on a hung call: nothing left in flight,
+    one disconnect, nothing answered."""
+    await eventually(
+        lambda: chat_app.state.stats.in_flight == 0,
+        "the stub to drop the hung call",
+        timeout=1.0,
+        interval=0.01,
+    )
+    assert chat_app.state.stats.disconnects == 1
+    assert chat_app.state.stats.completions == 0

@@ -27,8 +27,7 @@ from server_stub.llm_behaviour import (
 )
 from server_stub.llm_latency import FixedLatency, LogNormalLatency, UniformLatency
 from server_stub.serving import serve_in_loop
-from tests.polling import eventually
-from tests.server.chat import AUTH, KEY, ask, chat, outcomes
+from tests.server.chat import AUTH, KEY, ask, chat, hung_call_dropped, outcomes
 
 # --- pure helpers -------------------------------------------------------------------------------
 
@@ -281,14 +280,7 @@ async def test_hang_lasts_until_the_client_gives_up(chat_app: Starlette) -> None
             with pytest.raises(httpx.ReadTimeout):
                 await chat(client, url, headers={BEHAVIOUR_HEADER: "hang"}, timeout=0.3)
         # The server notices the disconnect, so shutting down does not wait for the hang.
-        await eventually(
-            lambda: chat_app.state.stats.in_flight == 0,
-            "the stub to drop the hung call",
-            timeout=1.0,
-            interval=0.01,
-        )
-        assert chat_app.state.stats.disconnects == 1
-        assert chat_app.state.stats.completions == 0
+        await hung_call_dropped(chat_app)
     assert time.monotonic() - started < 3.0
 
 

@@ -128,3 +128,11 @@ def selected_status(app: DashboardApp) -> RolloutStatus | None:
     """The status of the rollout under the cursor (None without one)."""
     record = app.selected()
     return None if record is None else record.status
+
+
+async def running_rollout(pilot: Pilot[Any], app: DashboardApp) -> str:
+    """Wait until the rollout under the cursor runs; its id."""
+    await until(pilot, lambda: selected_status(app) == RolloutStatus.RUNNING)
+    rollout_id = app.table.cursor_id
+    assert rollout_id is not None
+    return rollout_id

@@ -25,6 +25,7 @@ from tests.tui.helpers import (
     make_app,
     row,
     row_text,
+    running_rollout,
     selected_status,
     status_line,
     text_of,
@@ -42,9 +43,7 @@ async def test_cancel_confirmed_cancels_on_the_server(live_eval: LiveFactory) ->
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: selected_status(app) == RUNNING)
-            rollout_id = app.table.cursor_id
-            assert rollout_id is not None
+            rollout_id = await running_rollout(pilot, app)
             await pilot.press("c")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")
@@ -74,9 +73,7 @@ async def test_a_cancel_is_in_transitions_jsonl_while_the_run_goes_on(
             ]
 
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: selected_status(app) == RUNNING)
-            rollout_id = app.table.cursor_id
-            assert rollout_id is not None
+            rollout_id = await running_rollout(pilot, app)
             await pilot.press("c", "y")
             await until(pilot, lambda: len(cancel_lines(rollout_id)) == 2)
             asked, answered = cancel_lines(rollout_id)
@@ -91,9 +88,7 @@ async def test_cancel_answered_no_sends_nothing(live_eval: LiveFactory) -> None:
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: selected_status(app) == RUNNING)
-            rollout_id = app.table.cursor_id
-            assert rollout_id is not None
+            rollout_id = await running_rollout(pilot, app)
             await pilot.press("c")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("n")
@@ -110,9 +105,7 @@ async def test_untrack_sends_nothing_and_the_server_finishes_the_rollout(
     async with live_eval([row(sleep=1.5)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: selected_status(app) == RUNNING)
-            rollout_id = app.table.cursor_id
-            assert rollout_id is not None
+            rollout_id = await running_rollout(pilot, app)
             await pilot.press("x")  # no confirmation: it only concerns this dashboard
             record = app.board.records[rollout_id]
             assert record.untracked and record.cancels == []
@@ -368,9 +361,7 @@ async def test_pause_stops_repainting(live_eval: LiveFactory) -> None:
     async with live_eval([row(sleep=1.0)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: selected_status(app) == RUNNING)
-            rollout_id = app.table.cursor_id
-            assert rollout_id is not None
+            rollout_id = await running_rollout(pilot, app)
             await until(pilot, lambda: "running" in row_text(app, rollout_id))
             await pilot.press("p")
             assert "PAUSED" in status_line(app)

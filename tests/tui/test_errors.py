@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from core.types import RolloutStatus
 from tests.tui.helpers import (
     SIZE,
     LiveFactory,
@@ -10,7 +9,7 @@ from tests.tui.helpers import (
     make_app,
     row,
     row_text,
-    selected_status,
+    running_rollout,
     toasts,
     until,
 )
@@ -23,9 +22,7 @@ async def test_a_cancel_that_fails_because_the_server_is_gone(live_eval: LiveFac
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await until(pilot, lambda: selected_status(app) == RolloutStatus.RUNNING)
-            rollout_id = app.table.cursor_id
-            assert rollout_id is not None
+            rollout_id = await running_rollout(pilot, app)
             # Asked while the server was up, answered once it is gone (and before the
             # dashboard's own polling could notice and stop tracking the rollout).
             await pilot.press("c")
@@ -44,9 +41,7 @@ async def test_a_polling_error_is_shown_not_raised(live_eval: LiveFactory) -> No
     async with live_eval([row(**IN_FLIGHT)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await until(pilot, lambda: selected_status(app) == RolloutStatus.RUNNING)
-            rollout_id = app.table.cursor_id
-            assert rollout_id is not None
+            rollout_id = await running_rollout(pilot, app)
             # The server forgets the rollout (as after a restart): the next poll gets a 404.
             entry = live.entries.pop(rollout_id)
             record = app.board.records[rollout_id]
