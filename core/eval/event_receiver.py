@@ -1,0 +1,341 @@
+"""The eval's ownership-event receiver (EVAL.md §6, PROTOCOL.md §8.1): a loopback OTLP/HTTP
+logs endpoint that rollout servers publish their status changes to.
+
+    POST /v1/logs
+
+A server started with `OSMOSIS_ROLLOUT_OTLP_ENDPOINT=<receiver.endpoint>` exports its
+ownership records there. The body is an OTLP `ExportLogsServiceRequest`, as protobuf
+(`application/x-protobuf`, what the OpenTelemetry exporter sends) or as OTLP JSON
+(`application/json`), optionally `gzip` or `deflate` encoded; it is parsed by the OpenTelemetry
+protocol package, never by hand. Each usable ownership record becomes an `OwnershipEvent`
+handed to the `on_event` hook, synchronously and in the order the request holds them, so
+nothing is queued here: the board decides what to keep.
+
+The port is reachable by every local process, so a request is only trusted as far as it
+parses. What is refused never reaches the hook and never stops the run:
+
+- another content type or content encoding: 415;
+- a body (or its decompressed content) over `max_body_bytes`: 413, told by its Content-Length
+  before any of it is read, else as soon as the stream passes the limit;
+- a body that does not arrive within `read_timeout_sec`: 408;
+- a body that does not decode: 400;
+- more than `max_concurrent_requests` requests at once: 503 with `Retry-After`, which the
+  OpenTelemetry exporter retries.
+
+Otherwise the answer is OTLP's success, an `ExportLogsServiceResponse` in the request's
+encoding, with `partial_success.rejected_log_records` counting the records that were not
+usable ownership events. The counts since start are `accepted` (events handed to the hook),
+`dropped` (records that were not) and `refused` (requests answered with an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections.abc import Callable
+from types import TracebackType
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from core.eval.errors import EvalError
+from core.eval.loopback import LoopbackServer
+from core.eval.ownership_events import OwnershipEvent, ownership_event
+
+logger = logging.getLogger(__name__)
+
+LOGS_PATH = "/v1/logs"
+#: An ownership record is a few hundred bytes and the exporter sends at most 128 per request,
+#: so a real body is tens of KiB: this leaves room for any honest batch and bounds the rest.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Servers export about once a second each; more requests than this at once is not a server.
+MAX_CONCURRENT_REQUESTS = 8
+#: The exporter gives up after 3 s; a body still arriving after this never will.
+READ_TIMEOUT_SEC = 10.0
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+# zlib's wbits for each Content-Encoding: gzip's header, or zlib's (HTTP's "deflate").
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+EventHook = Callable[[OwnershipEvent], None]
+
+
+class EventReceiverError(EvalError, RuntimeError):
+    """The event receiver could not be started (its port cannot be bound)."""
+
+
+class _Refusal(Exception):
+    """A request answered with an error status instead of being read."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _media_type(request: Request) -> str | None:
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    return media_type if media_type in (PROTOBUF, JSON) else None
+
+
+def _wbits(request: Request) -> int | None:
+    """zlib's wbits for the body's encoding, None when it is not encoded."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding not in _WBITS:
+        raise _Refusal(415, f"unsupported content encoding {encoding[:40]!r}")
+    return _WBITS[encoding]
+
+
+def _declared_length(request: Request, limit: int) -> None:
+    declared = request.headers.get("content-length")
+    if declared is None:
+        return
+    if not declared.isdigit():
+        raise _Refusal(400, "bad Content-Length")
+    if int(declared) > limit:
+        raise _Refusal(413, f"the body is over {limit} bytes")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused as soon as it passes `limit`: never more than that is held."""
+    body = bytearray()
+    async for chunk in request.stream():
+        if len(body) + len(chunk) > limit:
+            raise _Refusal(413, f"the body is over {limit} bytes")
+        body += chunk
+    return bytes(body)
+
+
+def _decompress(body: bytes, wbits: int, limit: int) -> bytes:
+    """`body` decoded, refused once its content passes `limit` (so a small bomb stays small)."""
+    decoder = zlib.decompressobj(wbits)
+    try:
+        content = decoder.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise _Refusal(400, "the body does not decompress") from exc
+    if len(content) > limit:
+        raise _Refusal(413, f"the decompressed body is over {limit} bytes")
+    if not decoder.eof or decoder.unused_data:
+        raise _Refusal(400, "the compressed body is truncated or has trailing data")
+    return content
+
+
+def decode_export_request(content: bytes, media_type: str) -> ExportLogsServiceRequest:
+    """`content` (protobuf or OTLP JSON) as a request; `ValueError` when it is not one.
+
+    Both parsers bound nesting (the protobuf runtime's depth limit, json_format's recursion
+    depth and Python's own), so a deeply nested value is refused rather than recursed into.
+    """
+    message = ExportLogsServiceRequest()
+    if media_type == PROTOBUF:
+        try:
+            message.ParseFromString(content)
+        except DecodeError as exc:
+            raise ValueError(f"not an OTLP logs request: {exc}") from exc
+        return message
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError("the JSON body is not UTF-8") from exc
+    # json_format would read a top-level array or string as an empty message.
+    if not text.lstrip().startswith("{"):
+        raise ValueError("the JSON body is not an object")
+    try:
+        # OTLP JSON receivers must ignore fields they do not know (newer senders add some).
+        json_format.Parse(text, message, ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise ValueError(f"not an OTLP logs request: {str(exc)[:200]}") from exc
+    return message
+
+
+def _answer(response: ExportLogsServiceResponse, media_type: str) -> Response:
+    if media_type == PROTOBUF:
+        return Response(response.SerializeToString(), media_type=PROTOBUF)
+    return Response(json_format.MessageToJson(response, indent=None), media_type=JSON)
+
+
+class EventReceiver:
+    """The run's ownership-event receiver; see the module docstring. An async context manager
+    serving on 127.0.0.1 in the running event loop."""
+
+    def __init__(
+        self,
+        on_event: EventHook | None = None,
+        *,
+        port: int = 0,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
+        read_timeout_sec: float = READ_TIMEOUT_SEC,
+        shutdown_grace_sec: int = 2,
+    ) -> None:
+        """`on_event` is called once per accepted event, in the event loop; an exception
+        from it is logged and the event counted as dropped. `port` 0 picks a free port
+        (`--events-port` fixes it)."""
+        self._on_event = on_event
+        self._port = port
+        self._limit = max_body_bytes
+        self._max_requests = max_concurrent_requests
+        self._read_timeout = read_timeout_sec
+        self._requests = 0
+        self._accepted = 0
+        self._dropped = 0
+        self._refused = 0
+        app = Starlette(
+            routes=[Route(LOGS_PATH, self._export, methods=["POST"])],
+            exception_handlers={HTTPException: self._not_here},
+        )
+        self._listener = LoopbackServer(app, port=port, shutdown_grace_sec=shutdown_grace_sec)
+
+    # -- what the run reads --------------------------------------------------------------
+    @property
+    def endpoint(self) -> str:
+        """The base URL servers get as `OSMOSIS_ROLLOUT_OTLP_ENDPOINT` (`http://127.0.0.1:PORT`;
+        they append `/v1/logs`)."""
+        if self._listener.base_url is None:
+            raise EventReceiverError("the event receiver is not running")
+        return self._listener.base_url
+
+    @property
+    def accepted(self) -> int:
+        """Ownership events handed to the hook."""
+        return self._accepted
+
+    @property
+    def dropped(self) -> int:
+        """Records in accepted requests that were not usable ownership events."""
+        return self._dropped
+
+    @property
+    def refused(self) -> int:
+        """Requests answered with an error status (and not read further)."""
+        return self._refused
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> str:
+        """Bind 127.0.0.1 and serve on this event loop; returns `endpoint`."""
+        try:
+            return await self._listener.start()
+        except OSError as exc:
+            where = f"127.0.0.1:{self._port}" if self._port else "127.0.0.1"
+            raise EventReceiverError(
+                f"could not bind the event receiver on {where}: {exc}"
+            ) from exc
+
+    async def stop(self) -> None:
+        await self._listener.stop()
+
+    async def __aenter__(self) -> EventReceiver:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- the route -----------------------------------------------------------------------
+    async def _not_here(self, _request: Request, exc: Exception) -> Response:
+        # The framework's own refusals (another path: 404, another method: 405).
+        assert isinstance(exc, HTTPException)
+        self._refused += 1
+        return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
+
+    async def _export(self, request: Request) -> Response:
+        if self._requests >= self._max_requests:
+            self._refused += 1
+            return PlainTextResponse(
+                "too many requests at once", status_code=503, headers={"Retry-After": "1"}
+            )
+        self._requests += 1
+        try:
+            return await self._read_and_deliver(request)
+        except _Refusal as refusal:
+            self._refused += 1
+            return PlainTextResponse(refusal.reason, status_code=refusal.status)
+        except ClientDisconnect:
+            self._refused += 1
+            return Response(status_code=499)  # nobody is left to read it
+        finally:
+            self._requests -= 1
+
+    async def _read_and_deliver(self, request: Request) -> Response:
+        media_type = _media_type(request)
+        if media_type is None:
+            raise _Refusal(415, f"send {PROTOBUF} or {JSON}")
+        wbits = _wbits(request)
+        _declared_length(request, self._limit)
+        try:
+            body = await asyncio.wait_for(_read_body(request, self._limit), self._read_timeout)
+        except asyncio.TimeoutError as exc:
+            raise _Refusal(408, "the body did not arrive in time") from exc
+        content = body if wbits is None else _decompress(body, wbits, self._limit)
+        del body  # the compressed copy is not needed while the request is parsed
+        try:
+            export = decode_export_request(content, media_type)
+        except ValueError as exc:
+            raise _Refusal(400, str(exc)) from exc
+        response = ExportLogsServiceResponse()
+        rejected = self._deliver(export, time.monotonic())
+        if rejected:
+            response.partial_success.rejected_log_records = rejected
+            response.partial_success.error_message = (
+                "only rollout.ownership records with a usable rollout_id, server_id, status "
+                "and event_sequence are accepted"
+            )
+        return _answer(response, media_type)
+
+    def _deliver(self, export: ExportLogsServiceRequest, received_at: float) -> int:
+        """Hand each usable record to the hook; returns how many were dropped."""
+        dropped = 0
+        hook_failed = False
+        for resource_logs in export.resource_logs:
+            for scope_logs in resource_logs.scope_logs:
+                for record in scope_logs.log_records:
+                    event = ownership_event(record, received_at=received_at)
+                    if event is None:
+                        dropped += 1
+                        continue
+                    try:
+                        if self._on_event is not None:
+                            self._on_event(event)
+                    except Exception:
+                        # A bug on the board's side: said once per request, not per record.
+                        if not hook_failed:
+                            logger.exception("the ownership event hook failed")
+                        hook_failed = True
+                        dropped += 1
+                        continue
+                    self._accepted += 1
+        self._dropped += dropped
+        return dropped
+
+
+__all__ = [
+    "JSON",
+    "LOGS_PATH",
+    "MAX_BODY_BYTES",
+    "MAX_CONCURRENT_REQUESTS",
+    "PROTOBUF",
+    "READ_TIMEOUT_SEC",
+    "EventHook",
+    "EventReceiver",
+    "EventReceiverError",
+    "decode_export_request",
+]

@@ -1,0 +1,143 @@
+"""Plain helpers for the event receiver tests: ownership records as a server publishes them
+(PROTOCOL.md §8.1), built with the OpenTelemetry protocol package, and raw HTTP for the
+requests no well-behaved client would send."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from typing import Any
+
+import httpx
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+from core.eval.event_receiver import JSON, LOGS_PATH, PROTOBUF, EventReceiver
+
+SERVER_TIME_NS = 1_760_000_000_123_456_789
+
+
+def ownership_attributes(
+    rollout_id: str = "r1", status: str = "running", sequence: int = 1, **extra: Any
+) -> dict[str, Any]:
+    """The attributes of one ownership record; `extra` adds or replaces (None removes)."""
+    attributes: dict[str, Any] = {
+        "event": "rollout.ownership",
+        "rollout_id": rollout_id,
+        "server_id": "srv-a",
+        "status": status,
+        "event_sequence": sequence,
+    }
+    attributes.update(extra)
+    return {key: value for key, value in attributes.items() if value is not None}
+
+
+def _any_value(value: Any) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
+    return AnyValue(string_value=value)
+
+
+def record(attributes: dict[str, Any], *, time_ns: int = SERVER_TIME_NS) -> LogRecord:
+    return LogRecord(
+        time_unix_nano=time_ns,
+        body=AnyValue(string_value="Rollout ownership"),
+        attributes=[
+            KeyValue(key=key, value=_any_value(value)) for key, value in attributes.items()
+        ],
+    )
+
+
+def export_request(*records: LogRecord) -> ExportLogsServiceRequest:
+    request = ExportLogsServiceRequest()
+    resource_logs = request.resource_logs.add()
+    resource_logs.resource.attributes.append(
+        KeyValue(key="service.name", value=AnyValue(string_value="osmosis-rollout-server"))
+    )
+    resource_logs.scope_logs.add().log_records.extend(records)
+    return request
+
+
+def as_json(request: ExportLogsServiceRequest) -> str:
+    return json_format.MessageToJson(request)
+
+
+async def post_protobuf(
+    client: httpx.AsyncClient,
+    receiver: EventReceiver,
+    request: ExportLogsServiceRequest,
+    **kwargs: Any,
+) -> httpx.Response:
+    headers = {"Content-Type": PROTOBUF, **kwargs.pop("headers", {})}
+    content = kwargs.pop("content", request.SerializeToString())
+    return await client.post(
+        receiver.endpoint + LOGS_PATH, content=content, headers=headers, **kwargs
+    )
+
+
+async def post_json(
+    client: httpx.AsyncClient, receiver: EventReceiver, request: ExportLogsServiceRequest
+) -> httpx.Response:
+    return await client.post(
+        receiver.endpoint + LOGS_PATH, content=as_json(request), headers={"Content-Type": JSON}
+    )
+
+
+def answer(response: httpx.Response) -> ExportLogsServiceResponse:
+    """The OTLP answer, decoded in the encoding it says it has."""
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"] == PROTOBUF:
+        return ExportLogsServiceResponse.FromString(response.content)
+    assert response.headers["content-type"].startswith(JSON)
+    return json_format.Parse(response.text, ExportLogsServiceResponse())
+
+
+def port_of(receiver: EventReceiver) -> int:
+    return int(receiver.endpoint.rsplit(":", 1)[1])
+
+
+async def raw_exchange(
+    receiver: EventReceiver, head: bytes, body: bytes = b"", *, linger: bool = False
+) -> bytes:
+    """Send bytes as they are and read what comes back until the server closes (or, with
+    `linger`, until it has answered once). For requests httpx would never send."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(receiver))
+    try:
+        writer.write(head + body)
+        # The server may answer and close before reading it all: the answer is still there.
+        with suppress(ConnectionError):
+            await writer.drain()
+        if linger:
+            return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        return await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+        with suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+def status_of(raw: bytes) -> int:
+    """The status code of the first response in `raw`."""
+    assert raw.startswith(b"HTTP/1.1 "), raw[:200]
+    return int(raw[9:12])
+
+
+def post_head(content_type: str = PROTOBUF, *, length: int | None = None, extra: str = "") -> bytes:
+    """A request head for `POST /v1/logs`; `length` None sends no Content-Length."""
+    lines = [f"POST {LOGS_PATH} HTTP/1.1", "Host: 127.0.0.1", f"Content-Type: {content_type}"]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    if extra:
+        lines.append(extra)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
