@@ -22,6 +22,11 @@ parses. What is refused never reaches the hook and never stops the run:
 - more than `max_concurrent_requests` requests at once: 503 with `Retry-After`, which the
   OpenTelemetry exporter retries.
 
+A refusal closes the connection, so a client that goes on sending (or lied about its length)
+holds nothing here; one that had not finished sending may see the reset instead of the
+answer. A body longer than its Content-Length is read as declared; uvicorn refuses the bytes
+after it as a malformed next request.
+
 Otherwise the answer is OTLP's success, an `ExportLogsServiceResponse` in the request's
 encoding, with `partial_success.rejected_log_records` counting the records that were not
 usable ownership events. The counts since start are `accepted` (events handed to the hook),
@@ -162,6 +167,13 @@ def decode_export_request(content: bytes, media_type: str) -> ExportLogsServiceR
     return message
 
 
+def _refuse(status: int, reason: str, headers: dict[str, str] | None = None) -> Response:
+    # The connection is closed after a refusal: its body may be unread, and a client that
+    # keeps streaming one (or lies about its length) is not worth keeping a connection for.
+    headers = {"Connection": "close", **(headers or {})}
+    return PlainTextResponse(reason, status_code=status, headers=headers)
+
+
 def _answer(response: ExportLogsServiceResponse, media_type: str) -> Response:
     if media_type == PROTOBUF:
         return Response(response.SerializeToString(), media_type=PROTOBUF)
@@ -255,20 +267,18 @@ class EventReceiver:
         # The framework's own refusals (another path: 404, another method: 405).
         assert isinstance(exc, HTTPException)
         self._refused += 1
-        return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
+        return _refuse(exc.status_code, str(exc.detail))
 
     async def _export(self, request: Request) -> Response:
         if self._requests >= self._max_requests:
             self._refused += 1
-            return PlainTextResponse(
-                "too many requests at once", status_code=503, headers={"Retry-After": "1"}
-            )
+            return _refuse(503, "too many requests at once", {"Retry-After": "1"})
         self._requests += 1
         try:
             return await self._read_and_deliver(request)
         except _Refusal as refusal:
             self._refused += 1
-            return PlainTextResponse(refusal.reason, status_code=refusal.status)
+            return _refuse(refusal.status, refusal.reason)
         except ClientDisconnect:
             self._refused += 1
             return Response(status_code=499)  # nobody is left to read it
