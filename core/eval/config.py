@@ -39,6 +39,8 @@ _SECTIONS = ("experiment", "evaluation", "env", "secrets")
 _PLATFORM_ONLY_SECTIONS = ("advanced",)
 _EXPERIMENT_REQUIRED = ("rollout", "entrypoint", "model_path", "dataset")
 _EXPERIMENT_PLATFORM_ONLY = ("branch", "commit_sha")
+# The files `data/<experiment.dataset>` may be, in the order they are looked for.
+DATASET_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ class EvalConfig:
         return self.rollout_dir() / self.entrypoint
 
     def default_dataset_path(self) -> Path | None:
-        """`<workspace>/data/<dataset>.jsonl`, else `.csv`, whichever exists first.
+        """`<workspace>/data/<dataset>.jsonl`, else `.csv`, else `.parquet`, whichever exists
+        first (EVAL.md §1).
 
         `experiment.dataset` is a platform dataset name, not a path; a name that would reach
         outside `data/` has no local default and gives None, like a missing file.
@@ -78,23 +81,31 @@ class EvalConfig:
         if _path_escape_problem(self.dataset) is not None:
             return None
         data_dir = self.workspace / "data"
-        for suffix in (".jsonl", ".csv"):
+        for suffix in DATASET_SUFFIXES:
             candidate = data_dir / f"{self.dataset}{suffix}"
             if candidate.is_file():
                 return candidate
         return None
 
+    def default_dataset_pattern(self) -> str:
+        """Where `default_dataset_path` looks, for the message when nothing is there."""
+        suffixes = ",".join(suffix.lstrip(".") for suffix in DATASET_SUFFIXES)
+        return f"{self.workspace / 'data' / self.dataset}.{{{suffixes}}}"
 
-def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> EvalConfig:
+
+def load_config(path: Path, *, secret_values: Mapping[str, str] | None = None) -> EvalConfig:
     """Read and validate the eval config at `path`; raise `InputError` listing every problem.
 
-    `environ` (default: `os.environ`) is where `[secrets].required` names must be set.
+    `secret_values` (default: `os.environ`) are the values the `[secrets].required` names may
+    take; each name needs a non-empty one (`core.eval.secret_values` gathers them from
+    `--secrets-file` and the environment).
     """
     source = str(path)
     text = _read_text(path, source)
     document = parse_toml(text, source)
     report = _Report(source, TomlKeyLocator(text))
-    config = _validate(document, report, path, os.environ if environ is None else environ)
+    values = os.environ if secret_values is None else secret_values
+    config = _validate(document, report, path, values)
     if report.problems or config is None:
         raise InputError(report.sorted_problems())
     return config
@@ -146,7 +157,7 @@ class _Report:
 
 
 def _validate(
-    document: dict[str, Any], report: _Report, path: Path, environ: Mapping[str, str]
+    document: dict[str, Any], report: _Report, path: Path, secret_values: Mapping[str, str]
 ) -> EvalConfig | None:
     for name, value in document.items():
         if name in _PLATFORM_ONLY_SECTIONS:
@@ -158,12 +169,12 @@ def _validate(
     experiment = _check_experiment(document, report)
     evaluation = _check_evaluation(document, report)
     env = _check_env(document, report)
-    secrets = _check_secrets(document, report, env, environ)
+    secrets = _check_secrets(document, report, env, secret_values)
     if experiment is None or report.problems:
         return None
     return EvalConfig(
         path=path,
-        workspace=_workspace_of(path),
+        workspace=workspace_root(path),
         rollout=experiment["rollout"],
         entrypoint=experiment["entrypoint"],
         model_path=experiment["model_path"],
@@ -179,9 +190,15 @@ def _validate(
     )
 
 
-def _workspace_of(path: Path) -> Path:
-    """The folder holding `configs/` when the config lives there, else the config's folder."""
-    folder = path.resolve().parent
+def workspace_root(config_path: Path) -> Path:
+    """The workspace a config belongs to (EVAL.md §1), absolute: the nearest folder at or above
+    the config's that holds both `rollouts/` and `configs/` (the official layout keeps the
+    config in `configs/eval/`, but one anywhere inside the workspace works). A config outside
+    any workspace: the folder holding its `configs/` folder, else its own folder."""
+    folder = config_path.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / "rollouts").is_dir() and (candidate / "configs").is_dir():
+            return candidate
     return folder.parent if folder.name == "configs" else folder
 
 
@@ -249,7 +266,7 @@ _EXPERIMENT_HINTS = {
     "rollout": "the folder name under rollouts/",
     "entrypoint": "the file inside rollouts/<rollout>/ that serves the rollout",
     "model_path": "the model to evaluate",
-    "dataset": "the dataset name; locally data/<dataset>.jsonl",
+    "dataset": "the dataset name; locally data/<dataset>.jsonl, .csv or .parquet",
 }
 
 
@@ -368,7 +385,10 @@ def _check_env(document: dict[str, Any], report: _Report) -> dict[str, str]:
 
 
 def _check_secrets(
-    document: dict[str, Any], report: _Report, env: Mapping[str, str], environ: Mapping[str, str]
+    document: dict[str, Any],
+    report: _Report,
+    env: Mapping[str, str],
+    secret_values: Mapping[str, str],
 ) -> tuple[str, ...]:
     table = _section(document, report, "secrets")
     _report_unknown_keys(report, "secrets", table, ("required",))
@@ -377,10 +397,12 @@ def _check_secrets(
         path = ("secrets", "required")
         if name in env:
             report.add(path, f"{name} is also set in [env]; a variable must come from one place")
-        elif name not in environ:
-            report.add(path, f"environment variable {name} is not set")
-        elif not environ[name]:
-            report.add(path, f"environment variable {name} is empty")
+        elif not secret_values.get(name):
+            report.add(
+                path,
+                f"no value for {name}: give it in a --secrets-file (NAME=value lines), or set "
+                f"the environment variable {name}",
+            )
     return tuple(names)
 
 

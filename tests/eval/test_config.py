@@ -48,14 +48,22 @@ def write(tmp_path: Path, text: str, name: str = "configs/eval.toml") -> Path:
     return path
 
 
-def problems_of(path: Path, environ: dict[str, str] | None = None) -> list[str]:
+def problems_of(path: Path, secret_values: dict[str, str] | None = None) -> list[str]:
     with pytest.raises(InputError) as caught:
-        load_config(path, environ={} if environ is None else environ)
+        load_config(path, secret_values={} if secret_values is None else secret_values)
     return [str(problem) for problem in caught.value.problems]
 
 
-def only_problem(path: Path, environ: dict[str, str] | None = None) -> str:
-    problems = problems_of(path, environ)
+def no_value(name: str) -> str:
+    """The problem of a `[secrets]` name without a value."""
+    return (
+        f"no value for {name}: give it in a --secrets-file (NAME=value lines), or set the "
+        f"environment variable {name}"
+    )
+
+
+def only_problem(path: Path, secret_values: dict[str, str] | None = None) -> str:
+    problems = problems_of(path, secret_values)
     assert len(problems) == 1, problems
     return problems[0]
 
@@ -66,7 +74,7 @@ def only_problem(path: Path, environ: dict[str, str] | None = None) -> str:
 
 def test_full_config_is_read(tmp_path: Path) -> None:
     path = write(tmp_path, VALID)
-    config = load_config(path, environ={"OPENAI_API_KEY": "sk-test"})
+    config = load_config(path, secret_values={"OPENAI_API_KEY": "sk-test"})
     assert config == EvalConfig(
         path=path,
         workspace=tmp_path.resolve(),
@@ -88,7 +96,7 @@ def test_full_config_is_read(tmp_path: Path) -> None:
 
 
 def test_minimal_config_leaves_optional_values_unset(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, EXPERIMENT), environ={})
+    config = load_config(write(tmp_path, EXPERIMENT), secret_values={})
     assert (config.limit, config.n, config.batch_size, config.pass_threshold) == (None,) * 4
     assert (config.agent_timeout_sec, config.grader_timeout_sec) == (None, None)
     assert config.env == {}
@@ -96,33 +104,61 @@ def test_minimal_config_leaves_optional_values_unset(tmp_path: Path) -> None:
 
 
 def test_config_outside_configs_folder_uses_its_own_folder_as_workspace(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, EXPERIMENT, name="ws/eval.toml"), environ={})
+    config = load_config(write(tmp_path, EXPERIMENT, name="ws/eval.toml"), secret_values={})
     assert config.workspace == (tmp_path / "ws").resolve()
+
+
+@pytest.mark.parametrize(
+    "name", ["configs/eval/x.toml", "configs/x.toml", "x.toml", "elsewhere/deeper/x.toml"]
+)
+def test_workspace_is_the_folder_above_holding_rollouts_and_configs(
+    tmp_path: Path, name: str
+) -> None:
+    (tmp_path / "rollouts").mkdir()
+    (tmp_path / "configs" / "eval").mkdir(parents=True)
+    config = load_config(write(tmp_path, EXPERIMENT, name=name), secret_values={})
+    assert config.workspace == tmp_path.resolve()
+    assert config.entrypoint_path() == tmp_path.resolve() / "rollouts" / "multiply" / "main.py"
+
+
+def test_the_nearest_workspace_wins(tmp_path: Path) -> None:
+    inner = tmp_path / "outer" / "inner"
+    for root in (tmp_path / "outer", inner):
+        (root / "rollouts").mkdir(parents=True)
+        (root / "configs" / "eval").mkdir(parents=True)
+    config = load_config(write(inner, EXPERIMENT, name="configs/eval/x.toml"), secret_values={})
+    assert config.workspace == inner.resolve()
 
 
 def test_platform_only_keys_of_official_configs_are_accepted(tmp_path: Path) -> None:
     text = EXPERIMENT + 'branch = "main"\ncommit_sha = "abc1234"\n[advanced]\nanything = 1\n'
-    config = load_config(write(tmp_path, text), environ={})
+    config = load_config(write(tmp_path, text), secret_values={})
     assert config.rollout == "multiply"
 
 
 def test_byte_order_mark_is_tolerated(tmp_path: Path) -> None:
     path = tmp_path / "eval.toml"
     path.write_bytes(b"\xef\xbb\xbf" + EXPERIMENT.encode())
-    assert load_config(path, environ={}).dataset == "multiply"
+    assert load_config(path, secret_values={}).dataset == "multiply"
 
 
 def test_entrypoint_may_be_a_relative_path_inside_the_rollout(tmp_path: Path) -> None:
     text = EXPERIMENT.replace('"main.py"', '"src/./server.py"')
-    config = load_config(write(tmp_path, text), environ={})
+    config = load_config(write(tmp_path, text), secret_values={})
     assert config.entrypoint_path() == tmp_path.resolve() / "rollouts/multiply/src/server.py"
 
 
-def test_default_dataset_prefers_jsonl_then_csv(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, EXPERIMENT), environ={})
+def test_default_dataset_prefers_jsonl_then_csv_then_parquet(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, EXPERIMENT), secret_values={})
     assert config.default_dataset_path() is None
+    assert (
+        config.default_dataset_pattern()
+        == f"{tmp_path.resolve()}/data/multiply.{{jsonl,csv,parquet}}"
+    )
     data = tmp_path / "data"
     data.mkdir()
+    (data / "multiply.parquet").write_bytes(b"PAR1")
+    assert config.default_dataset_path() == tmp_path.resolve() / "data" / "multiply.parquet"
     (data / "multiply.csv").write_text("user_prompt,label\n")
     assert config.default_dataset_path() == tmp_path.resolve() / "data" / "multiply.csv"
     (data / "multiply.jsonl").write_text("{}\n")
@@ -133,7 +169,7 @@ def test_default_dataset_never_leaves_the_data_folder(tmp_path: Path) -> None:
     (tmp_path / "secret.jsonl").write_text("{}\n")
     config = load_config(
         write(tmp_path, EXPERIMENT.replace('dataset = "multiply"', 'dataset = "../secret"')),
-        environ={},
+        secret_values={},
     )
     assert config.default_dataset_path() is None
 
@@ -311,7 +347,7 @@ required = ["NOT_SET"]
         f"{path}:12: env.BAD: expected a string, got 1",
         f"{path}:14: surprise: unknown section; expected one of [experiment], [evaluation], "
         "[env], [secrets]",
-        f"{path}:17: secrets.required: environment variable NOT_SET is not set",
+        f"{path}:17: secrets.required: {no_value('NOT_SET')}",
     ]
 
 
@@ -385,9 +421,9 @@ def test_every_missing_secret_is_reported(tmp_path: Path) -> None:
     )
     path = write(tmp_path, text)
     assert problems_of(path, {"SET": "v", "EMPTY": ""}) == [
-        f"{path}:7: secrets.required: environment variable UNSET is not set",
-        f"{path}:7: secrets.required: environment variable EMPTY is empty",
-        f"{path}:7: secrets.required: environment variable ALSO_UNSET is not set",
+        f"{path}:7: secrets.required: {no_value('UNSET')}",
+        f"{path}:7: secrets.required: {no_value('EMPTY')}",
+        f"{path}:7: secrets.required: {no_value('ALSO_UNSET')}",
     ]
 
 
@@ -398,7 +434,7 @@ def test_secrets_read_os_environ_by_default(
     monkeypatch.setenv("EVAL_TEST_SECRET", "value")
     assert load_config(path).required_secrets == ("EVAL_TEST_SECRET",)
     monkeypatch.delenv("EVAL_TEST_SECRET")
-    with pytest.raises(InputError, match="EVAL_TEST_SECRET is not set"):
+    with pytest.raises(InputError, match="no value for EVAL_TEST_SECRET: "):
         load_config(path)
 
 
@@ -424,7 +460,8 @@ def test_secrets_required_must_be_an_array(tmp_path: Path) -> None:
 
 def test_secrets_section_without_required_is_fine_locally(tmp_path: Path) -> None:
     assert (
-        load_config(write(tmp_path, EXPERIMENT + "[secrets]\n"), environ={}).required_secrets == ()
+        load_config(write(tmp_path, EXPERIMENT + "[secrets]\n"), secret_values={}).required_secrets
+        == ()
     )
 
 
