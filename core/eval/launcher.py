@@ -152,9 +152,11 @@ async def launched_rollout_server(
     notice: Callable[[str], None],
     http_client: httpx.AsyncClient,
     api_key: str | None,
+    port: int | None = None,
 ) -> AsyncIterator[str]:
-    """Sync the rollout's environment, start its entrypoint there, wait for its /health
-    (sending `api_key` as the bearer, if any), yield its URL, and stop it afterwards.
+    """Sync the rollout's environment, start its entrypoint there on `port` (None: a free
+    one), wait for its /health (sending `api_key` as the bearer, if any), yield its URL, and
+    stop it afterwards.
 
     `notice` gets what the user should see besides the log (an osmosis-ai version other than
     the tested one).
@@ -169,7 +171,7 @@ async def launched_rollout_server(
         )
     uv_env = uv_environment(rollout_dir, os.environ)
     await _sync(uv, rollout_dir, uv_env, rollout, log)
-    port = free_port()
+    port = free_port() if port is None else port
     instance_id = secrets.token_hex(16)
     server_env = _server_environment(
         uv_env,

@@ -1,35 +1,44 @@
-"""The inputs of one `osmosis-tui eval` run turned into a checked plan (EVAL.md §2–§3).
+"""The inputs of one `osmosis-tui eval` run turned into a checked plan (EVAL.md §1–§3).
 
-`prepare()` reads the config and the dataset, selects the rows and names the run, without
-touching the network or writing results: bad input is an `InputError` listing every problem
-(exit 2). `core.eval.session.EvalSession` runs the plan.
+`prepare()` finds the workspace, reads the config, the secrets and the dataset, selects the
+rows and names the run, without touching the network or writing results: bad input is an
+`InputError` listing every problem (exit 2). `core.eval.session.EvalSession` runs the plan.
+
+With a config, the workspace root is the folder above it holding `rollouts/` and `configs/`
+(`core.eval.config.workspace_root`), and every relative path of the run (`--output`,
+`--dataset-file`, `--secrets-file`) is taken from there, wherever the command was started.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from core.eval.config import EvalConfig, load_config
+from core.eval.config import EvalConfig, load_config, workspace_root
 from core.eval.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
-from core.eval.errors import InputError, InputProblem
+from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.launcher import LaunchError, resolve_entrypoint
 from core.eval.results.durable import describe_os_error
+from core.eval.results.events import Journal
 from core.eval.results.folder import (
+    EVENTS_FILE,
     RunFolderError,
     default_run_name,
     manifest_inputs,
     validate_run_name,
 )
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
-from core.eval.results.records import WorkItem
+from core.eval.results.records import ItemKey, ItemResult, WorkItem
+from core.eval.secret_values import STDIN, available_values, read_secrets_file
 from core.eval.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
 ServerMode = Literal["servers", "workspace", "embedded"]
+DatasetSource = Literal["explicit", "workspace", "bundled"]
+"""Where the rows came from: `--dataset-file`, `<root>/data/<experiment.dataset>.*`, the demo's."""
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -58,15 +67,21 @@ class EvalRequest:
     grader_timeout_sec: float | None = None
     pass_threshold: float | None = None
     output: Path = DEFAULT_OUTPUT
+    """`-o/--output`: the results root; relative to the workspace root with a config."""
     name: str | None = None
     fresh: bool = False
     retry_failed: bool = False
     stuck_after_sec: float | None = None
+    secrets_file: str | None = None
+    """`--secrets-file`: a dotenv file for the config's `[secrets]`, or "-" for stdin."""
+    rollout_port: int | None = None
+    """`--rollout-port`: the launched workspace server's fixed port (None: a free one)."""
 
 
 @dataclass(frozen=True)
 class EvalPlan:
     request: EvalRequest
+    """The request with its paths resolved (against the workspace root, with a config)."""
     config: EvalConfig | None
     dataset: Dataset
     dataset_name: str
@@ -83,6 +98,11 @@ class EvalPlan:
     mode: ServerMode
     upstream: UpstreamChoice
     """The model the gateway calls for the rollouts."""
+    dataset_source: DatasetSource = "explicit"
+    workspace: Path | None = None
+    """The workspace root (absolute), when there is a config."""
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """The values of the config's `[secrets]` names; never written anywhere."""
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -97,13 +117,30 @@ class EvalPlan:
         )
 
 
-def prepare(request: EvalRequest) -> EvalPlan:
-    """Load and check every input; all problems found are raised together."""
-    problems: list[InputProblem] = []
+def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ()) -> EvalPlan:
+    """Load and check every input; all problems found are raised together, after
+    `flag_problems` (what the front end found wrong with its own flags)."""
+    problems: list[InputProblem] = list(flag_problems)
+    root = workspace_root(request.config_path) if request.config_path is not None else None
+    request = _rooted(request, root)
+    from_file: dict[str, str] = {}
+    if request.secrets_file is not None:
+        if request.config_path is None:
+            problems.append(
+                InputProblem(
+                    "--secrets-file",
+                    None,
+                    None,
+                    "supplies the values of a config's [secrets] names, and there is no config",
+                )
+            )
+        else:
+            from_file = _collect(problems, read_secrets_file, request.secrets_file) or {}
+    secret_values = available_values(from_file)
     config: EvalConfig | None = None
     if request.config_path is not None:
         try:
-            config = load_config(request.config_path)
+            config = load_config(request.config_path, secret_values=secret_values)
         except InputError as exc:
             problems.extend(exc.problems)
     mode: ServerMode = (
@@ -121,6 +158,17 @@ def prepare(request: EvalRequest) -> EvalPlan:
                     f"{exc}; fix the config, or give --server URL of a running rollout server",
                 )
             )
+    if request.rollout_port is not None and mode != "workspace":
+        problems.append(
+            InputProblem(
+                "--rollout-port",
+                None,
+                None,
+                "fixes the port of the workspace rollout server the eval launches; "
+                + ("with --server" if mode == "servers" else "the demo")
+                + " there is none to launch",
+            )
+        )
     if request.name is not None:
         try:
             validate_run_name(request.name)
@@ -137,7 +185,9 @@ def prepare(request: EvalRequest) -> EvalPlan:
     dataset = _collect(problems, load_dataset, dataset_path) if dataset_path is not None else None
     if problems or dataset is None or dataset_path is None or upstream is None:
         raise InputError(problems)
-    limit = request.limit if request.limit is not None else config.limit if config else None
+    # As official, --rows replaces evaluation.limit; an explicit --limit still applies.
+    config_limit = config.limit if config is not None and positions is None else None
+    limit = request.limit if request.limit is not None else config_limit
     selected = select_rows(dataset.rows, limit=limit, rows=positions)
     if not selected:
         raise InputError.single(str(dataset_path), "no rows selected")
@@ -178,7 +228,72 @@ def prepare(request: EvalRequest) -> EvalPlan:
         run_name=request.name or default_run_name(stem),
         mode=mode,
         upstream=upstream,
+        dataset_source=(
+            "explicit"
+            if request.dataset_file is not None
+            else "workspace"
+            if config is not None
+            else "bundled"
+        ),
+        workspace=root,
+        secrets={name: secret_values[name] for name in config.required_secrets} if config else {},
     )
+
+
+def _rooted(request: EvalRequest, root: Path | None) -> EvalRequest:
+    """`request` with its relative paths taken from the workspace root (none without one)."""
+    if root is None:
+        return request
+
+    def located(path: Path) -> Path:
+        return _near(path if path.is_absolute() else root / path)
+
+    secrets_file = request.secrets_file
+    if secrets_file is not None and secrets_file != STDIN:
+        secrets_file = str(located(Path(secrets_file)))
+    return replace(
+        request,
+        output=located(request.output),
+        dataset_file=None if request.dataset_file is None else located(request.dataset_file),
+        secrets_file=secrets_file,
+    )
+
+
+def _near(path: Path) -> Path:
+    """`path` (absolute) as messages show it: from the current directory when it is inside it."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def kept_results(
+    done: Mapping[ItemKey, ItemResult], *, retry_failed: bool
+) -> dict[ItemKey, ItemResult]:
+    """The journaled results a run keeps: all of them; with `--retry-failed`, not the failed
+    and skipped ones (those run again)."""
+    return {
+        key: result
+        for key, result in done.items()
+        if not (retry_failed and result.status in ("failed", "skipped"))
+    }
+
+
+def pending_count(plan: EvalPlan) -> int:
+    """How many work items the plan would run if it started now (its folder only read)."""
+    request = plan.request
+    if request.fresh:
+        return len(plan.items)
+    try:
+        done = Journal.load(request.output / plan.run_name / EVENTS_FILE, on_warning=_quiet)
+    except (OSError, EvalError):
+        return len(plan.items)  # the run itself will say what is wrong with the folder
+    kept = kept_results(done, retry_failed=request.retry_failed)
+    return sum(1 for item in plan.items if item.key not in kept)
+
+
+def _quiet(_message: str) -> None:
+    """A torn journal is repaired, and reported, by the run itself."""
 
 
 def _collect(problems: list[InputProblem], load: Callable[[T], R], argument: T) -> R | None:
@@ -209,16 +324,19 @@ def _dataset_path(
                     str(config.path),
                     None,
                     "experiment.dataset",
-                    f"no data/{config.dataset}.jsonl or .csv in {config.workspace}; "
-                    "give --dataset-file",
+                    f"no dataset file {config.default_dataset_pattern()}; put the rows there, "
+                    "or give --dataset-file PATH",
                 )
             )
-        return path
+            return None
+        return _near(path)
     if request.servers:
         problems.append(
             InputProblem("--dataset-file", None, None, "give --dataset-file with --server")
         )
         return None
+    if problems:
+        return None  # bad input writes nothing, not even the demo's rows
     # The zero-setup demo: the bundled dataset, written where the run's results go. Imported
     # here: only the demo needs the embedded server stack.
     from core.eval.embedded import refresh_demo_dataset

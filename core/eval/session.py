@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
@@ -26,7 +25,7 @@ from core.eval.gateway import ModelGateway
 from core.eval.gateway_errors import GatewayError
 from core.eval.launcher import launched_rollout_server
 from core.eval.model_calls import CallLog, ModelCall
-from core.eval.plan import EvalPlan
+from core.eval.plan import EvalPlan, kept_results
 from core.eval.redact import Redactor
 from core.eval.results.durable import describe_os_error, write_json_atomic
 from core.eval.results.events import Journal
@@ -62,7 +61,9 @@ class EvalSession:
         on_notice: Callable[[str], None] | None = None,
     ) -> None:
         self.plan = plan
-        self.redactor = Redactor([plan.request.llm_api_key, plan.request.server_api_key])
+        self.redactor = Redactor(
+            [plan.request.llm_api_key, plan.request.server_api_key, *plan.secrets.values()]
+        )
         # Through `_redact`: the redactor learns the gateway's bearer once it exists.
         self.board = RolloutBoard(
             stuck_after_sec=plan.request.stuck_after_sec,
@@ -152,11 +153,7 @@ class EvalSession:
                 raise RunFolderError(
                     f"cannot write the results in {folder.path}: {describe_os_error(exc)}"
                 ) from exc
-            kept = {
-                key: result
-                for key, result in done.items()
-                if not (request.retry_failed and result.status in ("failed", "skipped"))
-            }
+            kept = kept_results(done, retry_failed=request.retry_failed)
             todo = [item for item in plan.items if item.key not in kept]
             self.total_to_run = len(todo)
             log.write(
@@ -357,15 +354,14 @@ class EvalSession:
                 rollout=config.rollout,
                 entrypoint=config.entrypoint,
                 env=config.env,
-                # Checked to be set when the plan was made (EVAL.md §3).
-                secret_values={
-                    name: os.environ[name] for name in config.required_secrets if name in os.environ
-                },
+                # Gathered (file, then environment) and checked when the plan was made.
+                secret_values=plan.secrets,
                 artifact_root=folder.trials_dir,
                 log=lambda step, line: log.write(line, source=step),
                 notice=self.notice,
                 http_client=http,
                 api_key=request.server_api_key,
+                port=request.rollout_port,
             )
         )
         return (url,)
