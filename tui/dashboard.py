@@ -1,16 +1,19 @@
-"""`osmosis-tui eval` with the dashboard: run the app, then print the results table."""
+"""`osmosis-tui eval` with the dashboard: run the app, then print the end of the run."""
 
 from __future__ import annotations
 
 import sys
 
 from core.eval import EvalPlan
-from core.eval.reporter import format_summary
+from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
 from tui.app import create_app
 from tui.sources.live import EvalSource
 
 
-def run_dashboard(plan: EvalPlan, *, json_output: bool) -> int:
+def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
+    """Run `plan` on the dashboard; once it is closed, print the end of the run in `mode`
+    (`rerun`: the command that repeats the run's inputs, for the hints)."""
+
     def notice(message: str) -> None:
         # Notices come once the app runs, by which time `app` below exists.
         app.call_later(app.report, message, severity="warning")
@@ -24,10 +27,5 @@ def run_dashboard(plan: EvalPlan, *, json_output: bool) -> int:
     if summary is None:
         print("the run did not finish; what finished is in the results folder", file=sys.stderr)
         return 1
-    if json_output:
-        import json
-
-        print(json.dumps(summary.to_json()))
-    else:
-        print(format_summary(summary))
+    print_report(RunReport(summary, plan, work_item_rollouts(source.board), rerun), mode)
     return 0 if summary.status == "complete" else 1

@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 
 from core.eval import EvalPlan, EvalSession
 from core.eval.launcher import kill_launched_servers
-from core.eval.reporter import HeadlessReporter
+from core.eval.reporter import HeadlessReporter, OutputMode, RunReport, work_item_rollouts
+from core.eval.results.folder import LOGS_FILE
+from tui.log_follower import LogFollower
 
 EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1
 
 
-def run_headless(plan: EvalPlan, *, json_output: bool, on_interrupt: str) -> int:
-    return asyncio.run(_run(plan, json_output=json_output, cancel=on_interrupt == "cancel"))
+def run_headless(
+    plan: EvalPlan, *, mode: OutputMode, on_interrupt: str, rerun: str, verbose: bool
+) -> int:
+    """Run `plan`, print the end of the run in `mode`; `rerun` is the command that repeats
+    its inputs (for the resume and retry hints), `verbose` streams logs.txt to stderr."""
+    return asyncio.run(
+        _run(plan, mode=mode, cancel=on_interrupt == "cancel", rerun=rerun, verbose=verbose)
+    )
 
 
-async def _run(plan: EvalPlan, *, json_output: bool, cancel: bool) -> int:
-    reporter = HeadlessReporter(json_output=json_output)
+async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, verbose: bool) -> int:
+    reporter = HeadlessReporter(mode=mode)
     session = EvalSession(
         plan, on_start=reporter.start, on_result=reporter.result, on_notice=reporter.notice
     )
@@ -46,6 +55,9 @@ async def _run(plan: EvalPlan, *, json_output: bool, cancel: bool) -> int:
         pending.add(task)
         task.add_done_callback(pending.discard)
 
+    log_path = plan.request.output / plan.run_name / LOGS_FILE
+    follower = LogFollower(log_path, sys.stderr) if verbose else None
+    following = loop.create_task(follower.follow()) if follower is not None else None
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     loop.add_signal_handler(signal.SIGTERM, on_sigint)
     try:
@@ -53,5 +65,10 @@ async def _run(plan: EvalPlan, *, json_output: bool, cancel: bool) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
-    reporter.finish(summary)
+        if following is not None and follower is not None:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+            follower.drain()
+    reporter.finish(RunReport(summary, plan, work_item_rollouts(session.board), rerun))
     return EXIT_COMPLETE if summary.status == "complete" else EXIT_INCOMPLETE

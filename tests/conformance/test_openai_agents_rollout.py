@@ -26,7 +26,7 @@ import pytest
 from core.eval.config import load_config
 from tests.conformance.venv import OFFLINE_ENV, venv_env
 from tests.eval_run.command import child_env, run_eval
-from tests.eval_run.files import read_jsonl, run_folder
+from tests.eval_run.files import read_jsonl, run_folder, summary_of
 from tests.polling import eventually_sync
 
 pytestmark = pytest.mark.conformance
@@ -139,7 +139,7 @@ def test_openai_agents_rollout_streams_through_the_gateway_without_a_model_key(
         logs = f"stderr:\n{result.stderr[-LOG_TAIL_CHARS:]}\nserver log:\n{_tail(server_log)}"
         assert result.returncode == 0, logs
 
-    summary = json.loads(result.stdout)
+    summary = summary_of(result.stdout)
     assert summary["status"] == "complete", logs
     assert summary["items"]["done"] == summary["items"]["ok"] == rows, logs
     assert summary["pass_rate"] == 1.0, logs

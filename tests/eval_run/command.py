@@ -61,15 +61,20 @@ def run_eval(
     env: dict[str, str] | None = None,
     python: str | Path = sys.executable,
     timeout: float = RUN_TIMEOUT_SEC,
+    stdin: str | None = None,
+    before: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
+    """`osmosis-tui [before...] eval args...`, `stdin` its input (default: none at all)."""
     return subprocess.run(
-        osmosis("eval", *args, python=python),
+        osmosis(*before, "eval", *args, python=python),
         cwd=cwd,
         env=env or child_env(python=python),
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
     )
 
 
@@ -109,7 +114,12 @@ def start_eval(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Runn
     stdout, stderr = Path(name), Path(name).with_suffix(".err")
     with stdout.open("w") as out, stderr.open("w") as err:
         process = subprocess.Popen(
-            osmosis("eval", *args), cwd=cwd, env=env or child_env(), stdout=out, stderr=err
+            osmosis("eval", *args),
+            cwd=cwd,
+            env=env or child_env(),
+            stdin=subprocess.DEVNULL,  # never a terminal: nothing may wait for an answer
+            stdout=out,
+            stderr=err,
         )
     return RunningEval(process, stdout, stderr)
 

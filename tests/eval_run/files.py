@@ -29,5 +29,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
 
 
+def envelope(stdout: str) -> dict[str, Any]:
+    """The `--json` document on stdout: the official `eval.run` envelope."""
+    document: dict[str, Any] = json.loads(stdout)
+    assert document["operation"] == "eval.run", document
+    return document
+
+
+def summary_of(stdout: str) -> dict[str, Any]:
+    """What only osmosis-tui reports, in the `--json` envelope."""
+    ours: dict[str, Any] = envelope(stdout)["osmosis_tui"]
+    return ours
+
+
 def run_folder(cwd: Path, name: str) -> Path:
     return cwd / ".osmosis" / "evals" / name

@@ -10,7 +10,7 @@ import pytest
 
 from server_stub.demo import DEMO_DESIGN, write_demo_dataset
 from tests.eval_run.command import RunningEval, run_eval
-from tests.eval_run.files import read_jsonl, run_folder
+from tests.eval_run.files import read_jsonl, run_folder, summary_of
 
 FULL_DEMO_TIMEOUT_SEC = 400.0
 
@@ -20,7 +20,7 @@ def test_full_demo_headless(full_demo_run: tuple[RunningEval, Path]) -> None:
     running, cwd = full_demo_run
     stdout, stderr = running.finish(timeout=FULL_DEMO_TIMEOUT_SEC)
     assert running.returncode == 0, stderr
-    summary = json.loads(stdout)
+    summary = summary_of(stdout)
     total = DEMO_DESIGN.total
     assert summary["status"] == "complete"
     assert summary["items"] == {

@@ -13,7 +13,7 @@ from core.eval import upstream_choice
 from core.eval.launcher import free_port
 from server_stub.serving import serve_in_loop
 from tests.eval_run.command import child_env, run_eval
-from tests.eval_run.files import read_jsonl, run_folder
+from tests.eval_run.files import read_jsonl, run_folder, summary_of
 from tests.eval_run.servers import ServedDemo, threaded_server
 from tests.gateway.fake_upstream import FakeUpstream
 from tui.cli import main
@@ -43,7 +43,7 @@ def test_the_demo_records_each_model_call_and_counts_its_tokens(tmp_path: Path) 
     assert sum(r["tokens"] or 0 for r in index) == sum(by_rollout.values())
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["summary"]["tokens_used"] == sum(by_rollout.values())
-    assert json.loads(result.stdout)["tokens"] == sum(by_rollout.values())
+    assert summary_of(result.stdout)["tokens"] == sum(by_rollout.values())
     # The headless line of an answered item says its tokens.
     lines = [line for line in result.stderr.splitlines() if line.startswith("[")]
     assert len(lines) == 8
@@ -56,7 +56,7 @@ def test_chat_url_calls_that_server_with_the_configs_model_and_the_key(
     fake = FakeUpstream()  # answers "6" with usage 7/1/8
     with threaded_server(lambda: serve_in_loop(fake.app)) as url:
         result = run_eval(
-            *("configs/eval.toml", "--server", demo_server.url, "--chat-url", f"{url}/v1"),
+            *("configs/eval/multiply.toml", "--server", demo_server.url, "--chat-url", f"{url}/v1"),
             *("--name", "url", "--json"),
             cwd=workspace,
             env=child_env(ROLLOUT_LLM_API_KEY=UPSTREAM_KEY),
@@ -68,7 +68,7 @@ def test_chat_url_calls_that_server_with_the_configs_model_and_the_key(
     assert {seen.headers["authorization"] for seen in fake.requests} == {f"Bearer {UPSTREAM_KEY}"}
     folder = run_folder(workspace, "url")
     assert [e["tokens"] for e in read_jsonl(folder / "events.jsonl")] == [8] * 6
-    assert json.loads(result.stdout)["tokens"] == 48
+    assert summary_of(result.stdout)["tokens"] == 48
     for path in folder.rglob("*"):
         assert UPSTREAM_KEY not in path.read_text()
     assert UPSTREAM_KEY not in result.stdout + result.stderr
@@ -92,7 +92,7 @@ def test_a_workspace_with_no_way_to_its_model_is_bad_input_naming_both(
     monkeypatch.setattr(upstream_choice, "litellm_available", lambda: False)
     monkeypatch.chdir(workspace)
     with pytest.raises(SystemExit) as exited:
-        main(["eval", "configs/eval.toml", "--headless"])
+        main(["eval", "configs/eval/multiply.toml", "--headless"])
     assert exited.value.code == 2
     stderr = capsys.readouterr().err
     assert "--chat-url: the model 'openai/gpt-5-mini' is called through LiteLLM" in stderr

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.eval_run.command import run_eval, start_eval
-from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
 from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
 
@@ -34,7 +34,7 @@ def test_sigkill_then_resume_runs_only_the_pending_items(
 
     second = run_eval(*args, "--max-in-flight", "4", "--json", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
-    summary = json.loads(second.stdout)
+    summary = summary_of(second.stdout)
     assert summary["items"]["resumed"] == len(before)
     assert summary["items"]["done"] == rows
     assert f"{rows - len(before)} work items to run" in second.stderr

@@ -3,7 +3,6 @@ none of them anything the run writes or prints."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import subprocess
 from collections.abc import AsyncIterator
@@ -27,7 +26,7 @@ from server_stub.demo import (
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
 from tests.eval_run.command import child_env, run_eval
-from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
 from tests.eval_run.servers import threaded_server
 from tests.gateway.fake_upstream import FakeUpstream, quoting_the_key
 
@@ -95,7 +94,7 @@ def test_keys_never_reach_output_files_or_terminal(tmp_path: Path) -> None:
             env=child_env(ROLLOUT_LLM_API_KEY=LLM_KEY),
         )
     assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout)
+    summary = summary_of(result.stdout)
     # The keys worked: the chat endpoint (behind the gateway) and the rollout server both
     # require theirs.
     assert (summary["items"]["ok"], summary["items"]["failed"]) == (3, 1)

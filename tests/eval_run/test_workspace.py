@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.eval_run.command import alive, child_env, run_eval, start_eval
-from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.files import envelope, multiply_rows, read_jsonl, run_folder, write_jsonl
 from tests.polling import eventually_sync
 
 # The workspace's model_path is a real provider's: its rollouts talk to the stub model instead.
 STUB = ("--chat-url", "stub")
+CONFIG = "configs/eval/multiply.toml"
 
 
 def server_pids(logs: str) -> list[int]:
@@ -25,10 +26,14 @@ def server_pids(logs: str) -> list[int]:
 
 
 def check_launched_run(workspace: Path, result_stdout: str, name: str) -> None:
-    summary = json.loads(result_stdout)
-    assert summary["items"]["done"] == summary["items"]["ok"] == 6
-    assert summary["pass_rate"] == 1.0
+    document = envelope(result_stdout)
+    resource = document["resource"]
+    assert document["status"] == "success"
+    assert resource["total_work_items"] == resource["succeeded"] == resource["dispatched"] == 6
+    assert resource["metrics"]["pass_rate"] == 1.0
+    assert resource["workspace_directory"] == str(workspace.resolve())
     folder = run_folder(workspace, name)
+    assert resource["output_path"] == str(folder.resolve())
     logs = (folder / "logs.txt").read_text()
     pids = server_pids(logs)
     try:
@@ -49,12 +54,12 @@ def check_launched_run(workspace: Path, result_stdout: str, name: str) -> None:
 
 
 def test_workspace_rollout_server_is_launched_used_and_stopped(workspace: Path) -> None:
-    result = run_eval(
-        "configs/eval.toml", *STUB, "--headless", "--json", "--name", "ws", cwd=workspace
-    )
+    # Started inside the workspace, not at its root: every path is the root's all the same.
+    inside = workspace / "rollouts" / "multiply"
+    result = run_eval(f"../../{CONFIG}", *STUB, "--headless", "--json", "--name", "ws", cwd=inside)
     assert result.returncode == 0, result.stderr
     check_launched_run(workspace, result.stdout, "ws")
-    assert not (workspace / "rollouts" / "multiply" / ".osmosis").exists()
+    assert not (inside / ".osmosis").exists()
 
 
 def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_gives_it(
@@ -69,7 +74,13 @@ def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_g
         VIRTUAL_ENV=str(workspace / "some-other-venv"),  # an activated one: not the rollout's
     )
     result = run_eval(
-        "configs/eval.toml", "--headless", "--json", "--name", "env", cwd=workspace, env=env
+        "configs/eval/multiply.toml",
+        "--headless",
+        "--json",
+        "--name",
+        "env",
+        cwd=workspace,
+        env=env,
     )
     assert result.returncode == 0, result.stderr
     launched = json.loads(record.read_text())
@@ -103,7 +114,7 @@ def test_a_rollout_folder_without_pyproject_toml_is_refused_before_anything_star
     workspace: Path,
 ) -> None:
     (workspace / "rollouts" / "multiply" / "pyproject.toml").unlink()
-    result = run_eval("configs/eval.toml", "--headless", cwd=workspace)
+    result = run_eval("configs/eval/multiply.toml", "--headless", cwd=workspace)
     assert result.returncode == 2
     assert (
         "experiment.entrypoint: rollouts/multiply/pyproject.toml not found: the rollout server "
@@ -118,7 +129,7 @@ def test_entrypoint_reaching_outside_its_rollout_folder_is_refused(workspace: Pa
     entrypoint = workspace / "rollouts" / "multiply" / "main.py"
     entrypoint.unlink()
     entrypoint.symlink_to(outside)
-    result = run_eval("configs/eval.toml", "--headless", cwd=workspace)
+    result = run_eval(CONFIG, "--headless", cwd=workspace)
     assert result.returncode == 2
     assert "experiment.entrypoint: rollout 'multiply' / entrypoint 'main.py' leave" in result.stderr
     assert not (workspace / ".osmosis").exists()
@@ -129,7 +140,7 @@ def test_entrypoint_that_exits_at_once_is_a_clear_error(workspace: Path) -> None
     entrypoint.write_text(
         "print('cannot start: no model configured', flush=True)\nraise SystemExit(3)\n"
     )
-    result = run_eval("configs/eval.toml", *STUB, "--headless", "--name", "gone", cwd=workspace)
+    result = run_eval(CONFIG, *STUB, "--headless", "--name", "gone", cwd=workspace)
     assert result.returncode == 1
     assert (
         "the rollout server exited with status 3 before it was healthy: "
@@ -147,7 +158,7 @@ def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> N
         "print(f'slow server pid {os.getpid()}: warming up', flush=True)\n"
         "time.sleep(120)\n"
     )
-    run = start_eval("configs/eval.toml", *STUB, "--name", "early", cwd=workspace)
+    run = start_eval(CONFIG, *STUB, "--name", "early", cwd=workspace)
     logs = run_folder(workspace, "early") / "logs.txt"
     pids = eventually_sync(
         lambda: server_pids(logs.read_text()) if logs.exists() else [], "the server pid"
@@ -166,7 +177,7 @@ def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> N
 def test_second_ctrl_c_does_not_leave_the_workspace_server_running(workspace: Path) -> None:
     dataset = write_jsonl(workspace / "slow.jsonl", multiply_rows(2, metadata={"sleep": 60}))
     run = start_eval(
-        *("configs/eval.toml", *STUB, "--dataset-file", str(dataset), "--name", "hard"),
+        *(CONFIG, *STUB, "--dataset-file", str(dataset), "--name", "hard"),
         cwd=workspace,
     )
     folder = run_folder(workspace, "hard")
@@ -199,7 +210,7 @@ def test_workspace_on_the_official_rollout_server(workspace: Path, official_pyth
     # The whole command runs on the conformance venv's interpreter, so the entrypoint it
     # launches (with the current interpreter) has the official osmosis_ai package.
     result = run_eval(
-        "configs/official.toml",
+        "configs/eval/official.toml",
         *STUB,
         "--headless",
         "--json",

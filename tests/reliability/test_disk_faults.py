@@ -7,7 +7,6 @@ falls back to a folder without write permission.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections import Counter
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.eval_run.command import RunningEval, run_eval, start_eval
-from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
+from tests.eval_run.files import multiply_rows, read_jsonl, summary_of, write_jsonl
 from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
 from tests.reliability.filesystems import fill, remount, small_filesystem
@@ -36,7 +35,7 @@ def check_resume_completes(
 ) -> None:
     resumed = run_eval(*args, "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["items"]["resumed"] == len(kept)
+    assert summary_of(resumed.stdout)["items"]["resumed"] == len(kept)
     events = read_jsonl(folder / "events.jsonl")
     assert events[: len(kept)] == kept, "what was journaled before the failure is untouched"
     assert Counter(e["row_index"] for e in events) == Counter(range(rows))

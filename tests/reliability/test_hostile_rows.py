@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 
 from server_stub.serving import serve_in_loop
 from tests.eval_run.command import run_eval
-from tests.eval_run.files import write_jsonl
+from tests.eval_run.files import summary_of, write_jsonl
 from tests.eval_run.servers import threaded_server
 
 HOSTILE = "[bold red]boom[/] \x1b[2J\x1b]0;pwned\x07 \r\u202eevil\u202c \x00 [link=file:///etc]x"
@@ -110,7 +110,7 @@ def test_hostile_rows_reach_the_server_verbatim_and_the_terminal_escaped(tmp_pat
     assert "\\u202eevil" in result.stdout
     assert "Failed rows" in result.stdout
     # --json: one JSON document on stdout, the text intact inside it.
-    summary = json.loads(as_json.stdout)
+    summary = summary_of(as_json.stdout)
     assert summary["failed_rows"][0]["error_type"] == HOSTILE
     # And in the results files, JSON keeps the text exactly as the server sent it.
     events = (tmp_path / ".osmosis" / "evals" / "hostile" / "events.jsonl").read_text()

@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from tests.eval_run.command import run_eval, start_eval
-from tests.eval_run.files import multiply_rows, write_jsonl
+from tests.eval_run.files import multiply_rows, summary_of, write_jsonl
 from tests.eval_run.servers import ServedDemo
 from tests.polling import eventually_sync
 from tests.reliability.counts import FULL, scaled
@@ -82,7 +82,7 @@ def test_sigkill_at_random_moments_never_tears_or_duplicates_and_resume_complete
 
     final = run_eval(*args, "--max-in-flight", "8", "--json", cwd=tmp_path, timeout=120)
     assert final.returncode == 0, f"seed {seed}, kills {history}\n{final.stderr}"
-    summary = json.loads(final.stdout)
+    summary = summary_of(final.stdout)
     assert summary["items"]["done"] == ROWS
     records = journal_lines(events)
     assert Counter(r["row_index"] for r in records) == Counter(range(ROWS)), (seed, history)
