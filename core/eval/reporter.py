@@ -13,6 +13,7 @@ Text from servers and models (error types, problems) goes through `terminal_safe
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -100,7 +101,7 @@ class RunReport:
 
     def hints(self) -> list[str]:
         """The commands to go on from here, each with what it does."""
-        summary, name = self.summary, self.summary.run_name
+        summary, name = self.summary, shlex.quote(self.summary.run_name)
         hints: list[str] = []
         if summary.complete and self.dispatched == 0 and summary.total_items > 0:
             hints.append(f"Start another run of the same inputs: {self.rerun}")

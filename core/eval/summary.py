@@ -49,8 +49,9 @@ class EvalSummary:
 
     @property
     def complete(self) -> bool:
-        """Every work item has a result (whatever the rewards) and nothing was cancelled."""
-        return not self.cancelled and self.pending == 0
+        """Every work item has a result (whatever the rewards), nothing was cancelled and
+        every results file was written."""
+        return self.status == "complete"
 
     def count(self, status: ItemStatus) -> int:
         return sum(1 for result in self.results.values() if result.status == status)
@@ -74,7 +75,7 @@ class EvalSummary:
     ) -> dict[str, Any]:
         """The `--json` document (module docstring). `dispatched`: the rollouts this invocation
         started for work items; `workspace`: the workspace root, when there is one."""
-        folder = self.folder.absolute()
+        folder = self.folder.resolve()
         resource: dict[str, Any] = {
             "run_name": self.run_name,
             "local_run_id": _local_run_id(self.folder),
