@@ -65,7 +65,7 @@ def test_workspace_rollout_server_is_launched_used_and_stopped(workspace: Path) 
 def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_gives_it(
     workspace: Path,
 ) -> None:
-    config = workspace / "configs" / "eval.toml"
+    config = workspace / "configs" / "eval" / "multiply.toml"
     config.write_text(config.read_text() + '\n[secrets]\nrequired = ["WORKSPACE_TOKEN"]\n')
     record = workspace / "launch.json"
     env = child_env(
