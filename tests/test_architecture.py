@@ -199,3 +199,19 @@ def test_a_file_outside_every_part_is_reported(parts: list[Part]) -> None:
     assert [str(v) for v in check_source("elsewhere/x.py", "", parts)] == [
         "elsewhere/x.py:1: elsewhere/x.py belongs to no part of the table"
     ]
+
+
+def test_the_module_list_names_every_module_once() -> None:
+    text = TABLE.read_text(encoding="utf-8")
+    block = text.split("<!-- modules:begin -->", 1)[1].split("<!-- modules:end -->", 1)[0]
+    listed = re.findall(r"^\| `([^`]+)` \|", block, flags=re.M)
+    present = sorted(
+        path.relative_to(ROOT).as_posix()
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+    )
+    assert sorted(listed) == sorted(set(listed)), "a module is listed twice"
+    assert sorted(listed) == present, (
+        f"missing from docs/ARCHITECTURE.md: {sorted(set(present) - set(listed))}; "
+        f"listed but gone: {sorted(set(listed) - set(present))}"
+    )
