@@ -10,7 +10,7 @@ from core.types import RolloutResultResponse, RolloutStatus
 
 
 def classify(
-    item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: int
+    item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: float
 ) -> ItemResult | None:
     """The item's outcome, or None when it must stay pending (cancelled)."""
     status = result.status
@@ -40,7 +40,7 @@ def classify(
 def failed_item(
     item: WorkItem,
     rollout_id: str,
-    duration_ms: int,
+    duration_ms: float,
     error_type: str | None,
     *,
     tokens: int | None = None,

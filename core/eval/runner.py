@@ -345,7 +345,7 @@ class EvalRunner:
         *,
         error_type: str | None = None,
     ) -> None:
-        duration_ms = int((time.monotonic() - started) * 1000)
+        duration_ms = (time.monotonic() - started) * 1000.0
         if result is not None:
             outcome = classify(item, rollout_id, result, duration_ms)
             if outcome is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.eval.results.events import Journal
+from core.eval.results.events import Journal, journal_line
 from core.eval.results.records import ItemResult
 from tests.eval_results.helpers import file_mode, item_result
 
@@ -72,7 +72,45 @@ def test_an_existing_journal_is_narrowed_to_0600(tmp_path: Path) -> None:
 
 def _line(result: ItemResult) -> str:
     """The line `Journal.append` writes for `result`."""
-    return json.dumps(result.to_json(), separators=(",", ":")) + "\n"
+    return journal_line(result).decode()
+
+
+# Records as official `osmosis eval run` 0.3.8 writes them (a run with a failure, a retry and
+# a skip): canonical JSON, keys sorted, nulls left out, `duration_ms` a float.
+OFFICIAL_LINES = [
+    '{"duration_ms":183.19184800020594,"error_type":"agent_error",'
+    '"rollout_id":"5c0dcdec093c4ece821ee76553352ffe","row_index":2,"run_index":0,'
+    '"source_row_index":2,"status":"failed"}\n',
+    '{"duration_ms":231.1877940001068,"reward":1.0,"rollout_id":"4e3ac15702a54898b4d412dec92738dc",'
+    '"row_index":0,"run_index":0,"source_row_index":0,"status":"success","tokens":13}\n',
+    '{"duration_ms":314.85496400000557,"rollout_id":"3308e033eb9e4c56a97b281c196bdabc",'
+    '"row_index":1,"run_index":0,"source_row_index":1,"status":"skipped","tokens":13}\n',
+]
+
+
+def test_records_are_written_byte_for_byte_as_official_journals_hold_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(OFFICIAL_LINES))
+    results = Journal.load(path)
+    assert [r.status for r in results.values()] == ["failed", "success", "skipped"]
+    assert results[(0, 0)].tokens == 13 and results[(0, 0)].reward == 1.0
+    copy = tmp_path / "copy.jsonl"
+    with Journal.open(copy) as journal:
+        for result in results.values():
+            journal.append(result)
+    assert copy.read_text() == path.read_text()
+
+
+def test_an_older_official_record_without_source_row_or_duration_still_reads(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"rollout_id":"ab12","row_index":0,"run_index":1,"status":"success"}\n')
+    result = Journal.load(path)[(0, 1)]
+    assert result.source_row_index is None
+    assert result.duration_ms == 0.0
 
 
 def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ def test_item_result_json_omits_nulls_and_keeps_spec_order() -> None:
         ("rollout_id", "id-0-0"),
         ("status", "failed"),
         ("source_row_index", 10),
-        ("duration_ms", 1234),
+        ("duration_ms", 1234.0),
         ("error_type", "timeout"),
     ]
     assert ItemResult.from_json(failed.to_json()) == failed
@@ -30,7 +30,8 @@ def test_item_result_from_json_normalises_numbers_and_ignores_unknown_keys() -> 
     parsed = ItemResult.from_json(record)
     assert parsed.reward == 1.0
     assert isinstance(parsed.reward, float)
-    assert parsed.duration_ms == 13
+    assert parsed.duration_ms == 12.6
+    assert isinstance(parsed.duration_ms, float)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +41,14 @@ def test_item_result_from_json_normalises_numbers_and_ignores_unknown_keys() -> 
         {"row_index": True},
         {"run_index": -1},
         {"rollout_id": ""},
+        {"rollout_id": "../elsewhere"},
+        {"rollout_id": ".."},
+        {"rollout_id": 12},
         {"reward": "1"},
+        {"reward": True},
+        {"duration_ms": False},
+        {"source_row_index": True},
+        {"error_type": 3},
         {"tokens": 1.5},
         {"row_index": None},
     ],

@@ -90,10 +90,18 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def json_line(obj: Mapping[str, Any]) -> bytes:
-    """`obj` as one compact JSON line, newline included: the form of every `.jsonl` file."""
+    """`obj` as one compact JSON line, newline included: the form of our own `.jsonl` files."""
     return (
         json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
     ).encode()
+
+
+def canonical_json(obj: Any) -> str:
+    """`obj` as the official tool's canonical JSON: sorted keys, no spaces, raw UTF-8, NaN
+    refused. The form of an `events.jsonl` record and of a `logs.txt` line's details."""
+    return json.dumps(
+        obj, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+    )
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -106,6 +114,7 @@ __all__ = [
     "FILE_MODE",
     "FOLDER_MODE",
     "WarningSink",
+    "canonical_json",
     "describe_os_error",
     "fsync_dir",
     "json_line",

@@ -1,8 +1,15 @@
-"""`events.jsonl` of an eval run (EVAL.md §6): the journal of finished work items.
+"""`events.jsonl` of an eval run (EVAL.md §8): the journal of finished work items.
 
-One `ItemResult.to_json()` object per line, written with one `write()` on an `O_APPEND`
-descriptor and fsync'd before `Journal.append` returns. It is the only authority for resume;
-the last record of a `(row_index, run_index)` wins.
+One `ItemResult.to_json()` object per line in the official form (canonical JSON: keys sorted,
+no spaces, nulls left out, e.g. `{"duration_ms":231.18,"reward":1.0,"rollout_id":"4e3a…",
+"row_index":0,"run_index":0,"source_row_index":0,"status":"success","tokens":13}`), written
+with one `write()` on an `O_APPEND` descriptor and fsync'd before `Journal.append` returns.
+It is the only authority for resume, ours and the official tool's alike; the last record of a
+`(row_index, run_index)` wins, and there is no timestamp on purpose: append order decides.
+
+Reading is more forgiving than the official reader, which stops on any bad committed line:
+here a bad line is skipped with a warning (its item runs again), so one damaged record does
+not hold every other result hostage.
 """
 
 from __future__ import annotations
@@ -16,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from core.eval.results.durable import WarningSink, fsync_dir, json_line, open_append, write_all
+from core.eval.results.durable import (
+    WarningSink,
+    canonical_json,
+    fsync_dir,
+    open_append,
+    write_all,
+)
 from core.eval.results.records import ItemKey, ItemResult
 
 logger = logging.getLogger(__name__)
@@ -77,6 +90,11 @@ def _scan_journal(path: Path, data: bytes) -> _Scan:
     return _Scan(results, warnings, good_size)
 
 
+def journal_line(result: ItemResult) -> bytes:
+    """The line `Journal.append` writes for `result`, newline included."""
+    return (canonical_json(result.to_json()) + "\n").encode("utf-8")
+
+
 class Journal:
     """`events.jsonl`: the append-only, fsync'd record of finished work items.
 
@@ -131,7 +149,7 @@ class Journal:
 
     def append(self, result: ItemResult) -> None:
         """Write `result` as one line and fsync it; when this returns, it survives a crash."""
-        line = json_line(result.to_json())
+        line = journal_line(result)
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"{self.path} is closed")
@@ -164,4 +182,4 @@ class Journal:
         self.close()
 
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "journal_line"]

@@ -1,8 +1,9 @@
-"""Work items and their results: the records an eval run journals (EVAL.md §4, §6).
+"""Work items and their results: the records an eval run journals (EVAL.md §7, §8).
 
 A work item is one attempt at one dataset row, keyed by `(row_index, run_index)`. An
 `ItemResult` is its finished outcome; `ItemResult.to_json()` is exactly one `events.jsonl`
-record, so the journal, the index and the metrics all read the same fields.
+record in the official shape, so the journal, the index and the metrics all read the same
+fields, and a journal written by the official `osmosis eval run` reads back the same way.
 
 Standard library only, like every module of `core.eval.results` (see there).
 """
@@ -23,12 +24,22 @@ ItemKey = tuple[int, int]
 
 
 def iso_utc(moment: datetime | None = None) -> str:
-    """ISO 8601 UTC with milliseconds and a `Z` suffix: the one timestamp form in results.
+    """ISO 8601 UTC with microseconds and a `Z` suffix: the one timestamp form in results,
+    as the official tool writes it (`2026-12-01T08:46:54.155727Z`).
 
     A naive `moment` is taken as local time.
     """
     moment = datetime.now(timezone.utc) if moment is None else moment.astimezone(timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def is_path_segment(name: str) -> bool:
+    """True when `name` is one directory entry: not empty, `.` or `..`, no separator or NUL.
+
+    A rollout id names a folder under `rollout_trials/` and a run name a folder under the
+    output root, so anything else would read or write outside them.
+    """
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\x00")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +70,18 @@ class ItemResult:
 
     `status`: `success` (reward kept), `failed` (`error_type` says why) or `skipped`
     (a success the workflow asked to remove from the samples). A cancelled rollout has no
-    result: its item stays pending.
+    result: its item stays pending. `duration_ms` is a float, as official journals hold it;
+    `source_row_index` is None only for a record of an older official writer.
     """
 
     row_index: int
     run_index: int
     rollout_id: str
     status: ItemStatus
-    source_row_index: int
+    source_row_index: int | None = None
     reward: float | None = None
     tokens: int | None = None
-    duration_ms: int | None = None
+    duration_ms: float = 0.0
     error_type: str | None = None
 
     def __post_init__(self) -> None:
@@ -77,22 +89,25 @@ class ItemResult:
         # unreadable journal line found by the next resume.
         for name in ("row_index", "run_index", "source_row_index"):
             value = getattr(self, name)
+            if value is None and name == "source_row_index":
+                continue
             if not _is_int(value) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if not isinstance(self.rollout_id, str) or not self.rollout_id:
-            raise ValueError("rollout_id must be a non-empty string")
+        if not isinstance(self.rollout_id, str) or not is_path_segment(self.rollout_id):
+            raise ValueError(
+                f"rollout_id must be a single path segment (it names a folder), "
+                f"got {self.rollout_id!r}"
+            )
         if self.status not in ITEM_STATUSES:
             raise ValueError(f"status must be one of {sorted(ITEM_STATUSES)}, got {self.status!r}")
-        if self.reward is not None and (
-            not _is_number(self.reward) or not math.isfinite(self.reward)
-        ):
-            raise ValueError(f"reward must be a finite number, got {self.reward!r}")
+        for name in ("reward", "duration_ms"):
+            value = getattr(self, name)
+            if value is not None and (not _is_number(value) or not math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
         # Sign is not checked: these are reported by servers, and a server's odd count must
         # not stop a run whose result is otherwise fine.
-        for name in ("tokens", "duration_ms"):
-            value = getattr(self, name)
-            if value is not None and not _is_int(value):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+        if self.tokens is not None and not _is_int(self.tokens):
+            raise ValueError(f"tokens must be an integer, got {self.tokens!r}")
         if self.error_type is not None and not isinstance(self.error_type, str):
             raise ValueError(f"error_type must be a string, got {self.error_type!r}")
 
@@ -101,7 +116,10 @@ class ItemResult:
         return (self.row_index, self.run_index)
 
     def to_json(self) -> dict[str, Any]:
-        """The `events.jsonl` record: fields in spec order, `None` values omitted."""
+        """The `events.jsonl` record: the official keys, `None` values omitted.
+
+        The journal writes it with sorted keys (see `core.eval.results.events`).
+        """
         record: dict[str, Any] = {
             "row_index": self.row_index,
             "run_index": self.run_index,
@@ -110,43 +128,48 @@ class ItemResult:
             "source_row_index": self.source_row_index,
             "reward": None if self.reward is None else float(self.reward),
             "tokens": self.tokens,
-            "duration_ms": self.duration_ms,
+            "duration_ms": float(self.duration_ms),
             "error_type": self.error_type,
         }
         return {name: value for name, value in record.items() if value is not None}
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> ItemResult:
-        """Parse one `events.jsonl` record; `ValueError` names the first bad field.
+        """Parse one `events.jsonl` record (ours or the official tool's); `ValueError` names
+        the first bad field.
 
-        Unknown keys are ignored (a newer writer may add some). `reward` may be written as an
-        integer and `duration_ms` as a float by other writers; both are normalised.
+        As official: `row_index`, `run_index`, `rollout_id` and `status` are required, the
+        rest optional (a missing `duration_ms` reads as 0.0), no field accepts a boolean,
+        unknown keys are ignored, and numbers are read as floats where they are floats.
         """
         if not isinstance(record, Mapping):
             raise ValueError("record is not a JSON object")
-        for name in ("row_index", "run_index", "rollout_id", "status", "source_row_index"):
+        for name in ("row_index", "run_index", "rollout_id", "status"):
             if record.get(name) is None:
                 raise ValueError(f"{name} is missing")
+        for name in ("row_index", "run_index", "source_row_index", "tokens"):
+            value = record.get(name)
+            if value is not None and not _is_int(value):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        for name in ("reward", "duration_ms"):
+            value = record.get(name)
+            if value is not None and not _is_number(value):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        for name in ("rollout_id", "status", "error_type"):
+            value = record.get(name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {value!r}")
         reward = record.get("reward")
-        if reward is not None and not _is_number(reward):
-            raise ValueError(f"reward must be a number, got {reward!r}")
         duration_ms = record.get("duration_ms")
-        if duration_ms is not None:
-            if not _is_number(duration_ms) or not math.isfinite(duration_ms):
-                raise ValueError(f"duration_ms must be a number, got {duration_ms!r}")
-            duration_ms = round(duration_ms)
-        status = record["status"]
-        if status not in ITEM_STATUSES:
-            raise ValueError(f"status must be one of {sorted(ITEM_STATUSES)}, got {status!r}")
         return cls(
             row_index=record["row_index"],
             run_index=record["run_index"],
             rollout_id=record["rollout_id"],
-            status=status,
-            source_row_index=record["source_row_index"],
+            status=record["status"],
+            source_row_index=record.get("source_row_index"),
             reward=None if reward is None else float(reward),
             tokens=record.get("tokens"),
-            duration_ms=duration_ms,
+            duration_ms=0.0 if duration_ms is None else float(duration_ms),
             error_type=record.get("error_type"),
         )
 
@@ -157,5 +180,6 @@ __all__ = [
     "ItemResult",
     "ItemStatus",
     "WorkItem",
+    "is_path_segment",
     "iso_utc",
 ]
