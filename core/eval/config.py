@@ -5,8 +5,8 @@ shows all of them, each at its line (found by `core.eval.toml_source`).
 
 The schema is EVAL.md §2 plus the keys the official `osmosis` CLI accepts in the same file
 (`experiment.branch`, `experiment.commit_sha`, an `[advanced]` table): they only matter when a
-run is submitted to the platform, so they are accepted and ignored here rather than making
-users keep two copies of a config.
+run is submitted to the platform, so they are accepted here rather than making users keep two
+copies of a config, and only recorded in the run's provenance, as the official tool does.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ class EvalConfig:
     grader_timeout_sec: float | None = None
     env: dict[str, str] = field(default_factory=dict)
     required_secrets: tuple[str, ...] = ()
+    branch: str | None = None
+    """`experiment.branch`: not used locally, recorded in the run's provenance."""
+    commit_sha: str | None = None
+    """`experiment.commit_sha`: not used locally, recorded in the run's provenance."""
+    advanced: dict[str, Any] = field(default_factory=dict)
+    """The `[advanced]` table: not used locally, recorded in the run's provenance."""
 
     def rollout_dir(self) -> Path:
         return self.workspace / "rollouts" / self.rollout
@@ -187,6 +193,9 @@ def _validate(
         grader_timeout_sec=_as_float(evaluation.get("grader_timeout_s")),
         env=env,
         required_secrets=secrets,
+        branch=_optional_string(document["experiment"], "branch"),
+        commit_sha=_optional_string(document["experiment"], "commit_sha"),
+        advanced=dict(document.get("advanced") or {}),
     )
 
 
@@ -200,6 +209,11 @@ def workspace_root(config_path: Path) -> Path:
         if (candidate / "rollouts").is_dir() and (candidate / "configs").is_dir():
             return candidate
     return folder.parent if folder.name == "configs" else folder
+
+
+def _optional_string(table: Mapping[str, object], key: str) -> str | None:
+    value = table.get(key)
+    return value if isinstance(value, str) and value else None
 
 
 def _as_int(value: object) -> int | None:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import server_stub
 from server_stub.app import create_rollout_server
 from server_stub.demo import (
     ExactMatchGrader,
@@ -30,6 +31,8 @@ from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
 # table has time to show rollouts moving through their phases.
 DEMO_MAX_CONCURRENT = 8
 CHAT_SHUTDOWN_GRACE_SEC = 1.0
+# The demo rollout as a run's manifest names it: its code is server_stub's own.
+DEMO_ROLLOUT_ENTRYPOINT = "demo.py"
 
 
 @asynccontextmanager
@@ -84,10 +87,17 @@ def refresh_demo_dataset(target: Path) -> None:
         os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
 
 
+def demo_rollout_source() -> Path:
+    """The folder whose files are the demo rollout's code (for its manifest's source digest)."""
+    return Path(server_stub.__file__).resolve().parent
+
+
 __all__ = [
     # The demo rows' per-request behaviour, which the gateway passes on to the stub model.
     "BEHAVIOUR_HEADER",
+    "DEMO_ROLLOUT_ENTRYPOINT",
     "demo_rollout_server",
+    "demo_rollout_source",
     "refresh_demo_dataset",
     "stub_chat_endpoint",
 ]

@@ -26,16 +26,20 @@ from core.eval.results.folder import (
     EVENTS_FILE,
     RunFolderError,
     default_run_name,
-    manifest_inputs,
     validate_run_name,
 )
+from core.eval.results.manifest import manifest_inputs
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
+from core.eval.results.provenance import run_provenance
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
+from core.eval.results.source_digest import EMPTY_SOURCE_DIGEST, rollout_source_digest
 from core.eval.secret_values import STDIN, available_values, read_secrets_file
 from core.eval.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
+# The manifest's rollout entrypoint for servers given by URL alone: their code is not here.
+EXTERNAL_ENTRYPOINT = "external"
 ServerMode = Literal["servers", "workspace", "embedded"]
 DatasetSource = Literal["explicit", "workspace", "bundled"]
 """Where the rows came from: `--dataset-file`, `<root>/data/<experiment.dataset>.*`, the demo's."""
@@ -98,23 +102,15 @@ class EvalPlan:
     mode: ServerMode
     upstream: UpstreamChoice
     """The model the gateway calls for the rollouts."""
+    inputs: dict[str, Any]
+    """The run's resume lock: `manifest.json`'s `inputs` (`core.eval.results.manifest`)."""
+    provenance: dict[str, Any]
+    """What this invocation runs, for a new run's manifest (`core.eval.results.provenance`)."""
     dataset_source: DatasetSource = "explicit"
     workspace: Path | None = None
     """The workspace root (absolute), when there is a config."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """The values of the config's `[secrets]` names; never written anywhere."""
-
-    @property
-    def inputs(self) -> dict[str, Any]:
-        return manifest_inputs(
-            model_path=self.model_name,
-            dataset_sha256=self.dataset.sha256,
-            selected_source_rows=[row.source_row_index for row in self.rows.values()],
-            n=self.n,
-            rollout=self.rollout_name,
-            agent_timeout_s=self.agent_timeout_sec,
-            grader_timeout_s=self.grader_timeout_sec,
-        )
 
 
 def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ()) -> EvalPlan:
@@ -203,13 +199,42 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
     else:
         dataset_name = dataset_path.stem if mode == "servers" else DEMO_DATASET_NAME
     stem = request.config_path.stem if request.config_path else dataset_name
+    model_name = config.model_path if config else STUB_MODEL
+    rollout_name = config.rollout if config else DEMO_DATASET_NAME
+    entrypoint, source_digest = _rollout_source(request, config, mode)
+    agent_timeout_sec = _first(
+        request.agent_timeout_sec, config.agent_timeout_sec if config else None
+    )
+    grader_timeout_sec = _first(
+        request.grader_timeout_sec, config.grader_timeout_sec if config else None
+    )
+    inputs = manifest_inputs(
+        model_path=model_name,
+        dataset_sha256=dataset.sha256,
+        selected_source_rows=[row.source_row_index for row in rows.values()],
+        n=n,
+        rollout_name=rollout_name,
+        entrypoint=entrypoint,
+        source_digest=source_digest,
+        env=config.env if config else {},
+        secret_names=config.required_secrets if config else (),
+        agent_timeout_sec=agent_timeout_sec,
+        grader_timeout_sec=grader_timeout_sec,
+    )
+    provenance = run_provenance(
+        workspace=config.workspace if config else None,
+        config_path=config.path if config else None,
+        config_branch=config.branch if config else None,
+        config_commit_sha=config.commit_sha if config else None,
+        advanced=config.advanced if config else None,
+    )
     return EvalPlan(
         request=request,
         config=config,
         dataset=dataset,
         dataset_name=dataset_name,
-        model_name=config.model_path if config else STUB_MODEL,
-        rollout_name=config.rollout if config else DEMO_DATASET_NAME,
+        model_name=model_name,
+        rollout_name=rollout_name,
         rows=rows,
         items=items,
         n=n,
@@ -218,12 +243,8 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
             config.pass_threshold if config else None,
             DEFAULT_PASS_THRESHOLD,
         ),
-        agent_timeout_sec=_first(
-            request.agent_timeout_sec, config.agent_timeout_sec if config else None
-        ),
-        grader_timeout_sec=_first(
-            request.grader_timeout_sec, config.grader_timeout_sec if config else None
-        ),
+        agent_timeout_sec=agent_timeout_sec,
+        grader_timeout_sec=grader_timeout_sec,
         batch_size=config.batch_size if config else None,
         run_name=request.name or default_run_name(stem),
         mode=mode,
@@ -237,6 +258,8 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         ),
         workspace=root,
         secrets={name: secret_values[name] for name in config.required_secrets} if config else {},
+        inputs=inputs,
+        provenance=provenance,
     )
 
 
@@ -294,6 +317,43 @@ def pending_count(plan: EvalPlan) -> int:
 
 def _quiet(_message: str) -> None:
     """A torn journal is repaired, and reported, by the run itself."""
+
+
+def _rollout_source(
+    request: EvalRequest, config: EvalConfig | None, mode: ServerMode
+) -> tuple[str, str]:
+    """The manifest's rollout `entrypoint` and `source_digest` (EVAL.md §8).
+
+    A config's rollout folder is digested as the official tool digests it, launched or not
+    (with `--server` the config still says which rollout the server runs); the demo's code is
+    server_stub's; servers given by URL alone have no code here to digest.
+    """
+    if config is not None:
+        source, entrypoint = config.rollout_dir(), config.entrypoint
+    elif mode == "embedded":
+        from core.eval.embedded import DEMO_ROLLOUT_ENTRYPOINT, demo_rollout_source
+
+        source, entrypoint = demo_rollout_source(), DEMO_ROLLOUT_ENTRYPOINT
+    else:
+        return EXTERNAL_ENTRYPOINT, EMPTY_SOURCE_DIGEST
+    output, root = request.output.resolve(), source.resolve()
+    if output == root:
+        raise InputError.single(
+            "--output",
+            f"{request.output} is the rollout folder itself; the results would be part of "
+            "the code they describe",
+        )
+    inside = output if output.is_relative_to(root) else None
+    try:
+        digest = rollout_source_digest(root, exclude=inside)
+    except (OSError, ValueError) as exc:
+        message = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+        where = str(config.path) if config is not None else str(root)
+        key = "experiment.rollout" if config is not None else None
+        raise InputError.single(
+            where, f"cannot digest the rollout's source: {message}", key=key
+        ) from exc
+    return entrypoint, digest
 
 
 def _collect(problems: list[InputProblem], load: Callable[[T], R], argument: T) -> R | None:

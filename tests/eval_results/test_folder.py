@@ -1,9 +1,10 @@
-"""The run folder (EVAL.md §6): run names, the manifest, resume and --fresh."""
+"""The run folder (EVAL.md §8): run names, creating the manifest, resume and --fresh."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -13,121 +14,120 @@ from core.eval.results.folder import (
     ResumeRefused,
     RunFolder,
     RunFolderError,
+    archive_name,
     default_run_name,
-    manifest_inputs,
     validate_run_name,
 )
-from tests.eval_results.helpers import file_mode
+from tests.eval_results.helpers import file_mode, official_inputs
+
+PROVENANCE = {"sdk_version": "0.3.8", "config_path": "configs/eval/demo.toml"}
 
 
-def _inputs(**changes: Any) -> dict[str, Any]:
-    inputs = manifest_inputs(
-        model_path="openai/gpt-5-mini",
-        dataset_sha256="ab" * 32,
-        selected_source_rows=range(5),
-        n=2,
-        rollout="multiply",
-        agent_timeout_s=450,
-        grader_timeout_s=150,
+def _open(output: Path, name: str, *, fresh: bool = False, **changes: Any) -> RunFolder:
+    return RunFolder.open(
+        output, name, official_inputs(**changes), fresh=fresh, provenance=PROVENANCE
     )
-    inputs.update(changes)
-    return inputs
 
 
-def test_a_new_run_folder_gets_a_private_folder_and_a_manifest(tmp_path: Path) -> None:
+def test_a_new_run_folder_gets_a_private_folder_a_manifest_and_rollout_trials(
+    tmp_path: Path,
+) -> None:
     output = tmp_path / ".osmosis" / "evals"
-    run = RunFolder.open(output, "demo-1", _inputs(), fresh=False)
+    run = _open(output, "demo-1")
     assert run.path == output / "demo-1"
     assert not run.resumed
     assert file_mode(run.path) == 0o700
     assert file_mode(run.manifest_path) == 0o600
+    assert run.trials_dir.is_dir() and not any(run.trials_dir.iterdir())
     manifest = json.loads(run.manifest_path.read_text())
-    assert list(manifest) == ["schema_version", "run_name", "created_at", "inputs"]
-    assert manifest["schema_version"] == 1
+    assert list(manifest) == [
+        "schema_version",
+        "local_run_id",
+        "run_name",
+        "created_at",
+        "inputs",
+        "provenance",
+    ]
     assert manifest["run_name"] == "demo-1"
-    assert manifest["created_at"].endswith("Z")
-    created = datetime.fromisoformat(manifest["created_at"].replace("Z", "+00:00"))
-    offset = created.utcoffset()
-    assert offset is not None and offset.total_seconds() == 0
-    assert manifest["inputs"] == {
-        "model_path": "openai/gpt-5-mini",
-        "dataset": {"sha256": "ab" * 32, "selected_source_rows": [0, 1, 2, 3, 4]},
-        "n": 2,
-        "rollout": "multiply",
-        "timeouts": {"agent_s": 450, "grader_s": 150},
-    }
+    assert manifest["inputs"] == official_inputs()
+    assert manifest["provenance"] == PROVENANCE
+    assert run.local_run_id == manifest["local_run_id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", run.local_run_id)
     assert run.created_at == manifest["created_at"]
+    # Written as official: indent 2, a trailing newline.
+    assert run.manifest_path.read_text() == json.dumps(manifest, indent=2) + "\n"
     assert [p.name for p in tmp_path.rglob(".*.tmp")] == []
 
 
-def test_reopening_with_the_same_inputs_resumes(tmp_path: Path) -> None:
-    first = RunFolder.open(tmp_path, "r", _inputs(), fresh=False)
-    (first.events_path).write_text("")
-    # 450.0 is the same timeout as 450.
-    same = _inputs(timeouts={"agent_s": 450.0, "grader_s": 150})
-    again = RunFolder.open(tmp_path, "r", same, fresh=False)
+def test_reopening_with_the_same_inputs_resumes_and_keeps_the_manifest(tmp_path: Path) -> None:
+    first = _open(tmp_path, "r")
+    written = first.manifest_path.read_bytes()
+    first.events_path.write_text("")
+    # 60 is the same timeout as 60.0.
+    again = _open(tmp_path, "r", timeouts={"agent_timeout_sec": 60, "grader_timeout_sec": 30.0})
     assert again.resumed
-    assert again.created_at == first.created_at
+    assert again.local_run_id == first.local_run_id
+    assert again.manifest_path.read_bytes() == written  # never rewritten: upload hashes it
     assert again.events_path.exists()
 
 
-def test_a_resume_with_changed_inputs_is_refused_by_key(tmp_path: Path) -> None:
-    RunFolder.open(tmp_path, "r", _inputs(), fresh=False)
-    changed = _inputs(
-        dataset={"sha256": "cd" * 32, "selected_source_rows": [0, 1, 2, 3, 4]},
-        n=4,
-        timeouts={"agent_s": 450},
-    )
+def test_a_resume_with_changed_inputs_is_refused_naming_the_top_level_keys(
+    tmp_path: Path,
+) -> None:
+    _open(tmp_path, "r")
+    dataset = {"sha256": "cd" * 32, "selected_source_rows": "0-4"}
     with pytest.raises(ResumeRefused) as caught:
-        RunFolder.open(tmp_path, "r", changed, fresh=False)
+        _open(tmp_path, "r", dataset=dataset, n=4, env={})
     refused = caught.value
-    assert refused.changed_keys == ["dataset.sha256", "n", "timeouts.grader_s"]
+    assert refused.changed_keys == ["dataset", "env", "n"]
     message = str(refused)
-    for key in refused.changed_keys:
-        assert key in message
-    assert "use --fresh to start over, or --name for a new run" in message
+    assert "changed: dataset, env, n;" in message
+    assert "--fresh" in message
     assert isinstance(refused, RunFolderError)
 
 
-def test_a_changed_row_selection_and_a_true_for_one_are_changes(tmp_path: Path) -> None:
-    RunFolder.open(tmp_path, "r", _inputs(), fresh=False)
-    changed = _inputs(dataset={"sha256": "ab" * 32, "selected_source_rows": [0, 1, 2]}, n=True)
-    with pytest.raises(ResumeRefused) as caught:
-        RunFolder.open(tmp_path, "r", {**changed, "extra": 1}, fresh=False)
-    assert caught.value.changed_keys == ["dataset.selected_source_rows", "extra", "n"]
-
-
-def test_fresh_moves_the_old_folder_aside_and_starts_clean(tmp_path: Path) -> None:
-    old = RunFolder.open(tmp_path, "r", _inputs(), fresh=False)
+def test_fresh_archives_the_old_folder_as_official_and_starts_clean(tmp_path: Path) -> None:
+    old = _open(tmp_path, "r")
     old.events_path.write_text("kept\n")
-    first = RunFolder.open(tmp_path, "r", _inputs(n=8), fresh=True)
+    first = _open(tmp_path, "r", fresh=True, n=8)
     assert not first.resumed
-    assert first.moved_aside is not None
-    assert first.moved_aside.name.startswith("r.old-")
-    assert (first.moved_aside / "events.jsonl").read_text() == "kept\n"
-    assert sorted(p.name for p in first.path.iterdir()) == ["manifest.json"]
-    second = RunFolder.open(tmp_path, "r", _inputs(), fresh=True)
-    assert second.moved_aside is not None
-    assert second.moved_aside != first.moved_aside  # same second: a numbered name
-    assert second.moved_aside.exists() and first.moved_aside.exists()
+    assert first.local_run_id != old.local_run_id
+    assert first.archived is not None
+    assert re.fullmatch(r"r\.archive-\d{8}T\d{6}Z(-\d+)?", first.archived.name)
+    assert (first.archived / "events.jsonl").read_text() == "kept\n"
+    assert sorted(p.name for p in first.path.iterdir()) == ["manifest.json", "rollout_trials"]
+    second = _open(tmp_path, "r", fresh=True)
+    assert second.archived is not None
+    assert second.archived != first.archived  # same second: a numbered name
+    assert second.archived.exists() and first.archived.exists()
+
+
+def test_archive_names_count_from_one_within_a_second(tmp_path: Path) -> None:
+    moment = datetime(2026, 12, 1, 8, 51, 32, tzinfo=timezone.utc)
+    folder = tmp_path / "intr"
+    assert archive_name(folder, now=moment).name == "intr.archive-20261201T085132Z"
+    (tmp_path / "intr.archive-20261201T085132Z").mkdir()
+    assert archive_name(folder, now=moment).name == "intr.archive-20261201T085132Z-1"
+    (tmp_path / "intr.archive-20261201T085132Z-1").mkdir()
+    assert archive_name(folder, now=moment).name == "intr.archive-20261201T085132Z-2"
 
 
 def test_fresh_without_an_existing_folder_just_creates_it(tmp_path: Path) -> None:
-    run = RunFolder.open(tmp_path, "r", _inputs(), fresh=True)
-    assert run.moved_aside is None
+    run = _open(tmp_path, "r", fresh=True)
+    assert run.archived is None
     assert run.manifest_path.exists()
 
 
 def test_an_empty_folder_is_adopted_but_a_foreign_one_is_not(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    assert not RunFolder.open(tmp_path, "empty", _inputs(), fresh=False).resumed
+    assert not _open(tmp_path, "empty").resumed
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("mine")
     with pytest.raises(RunFolderError, match="--fresh"):
-        RunFolder.open(tmp_path, "foreign", _inputs(), fresh=False)
+        _open(tmp_path, "foreign")
     (tmp_path / "afile").write_text("")
     with pytest.raises(RunFolderError):
-        RunFolder.open(tmp_path, "afile", _inputs(), fresh=False)
+        _open(tmp_path, "afile")
 
 
 @pytest.mark.parametrize(
@@ -136,14 +136,22 @@ def test_an_empty_folder_is_adopted_but_a_foreign_one_is_not(tmp_path: Path) -> 
 def test_an_unreadable_manifest_is_an_input_error(tmp_path: Path, manifest: str) -> None:
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "manifest.json").write_text(manifest)
-    with pytest.raises(RunFolderError):
-        RunFolder.open(tmp_path, "r", _inputs(), fresh=False)
+    with pytest.raises(RunFolderError, match="--fresh"):
+        _open(tmp_path, "r")
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "a\\b", ".hidden", "-x", "a\nb", "x" * 200])
-def test_unsafe_run_names_are_refused(name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    ["", ".", "..", "a/b", "a\\b", ".hidden", "-x", "_x", "a\nb", "a b", ".locks", "x" * 97],
+)
+def test_names_the_official_tool_refuses_are_refused(name: str) -> None:
     with pytest.raises(RunFolderError):
         validate_run_name(name)
+
+
+@pytest.mark.parametrize("name", ["r1", "calm-raven-12", "v1.2_final", "x" * 96, "été-1"])
+def test_names_the_official_tool_accepts_are_accepted(name: str) -> None:
+    assert validate_run_name(name) == name
 
 
 def test_default_run_names() -> None:
@@ -151,17 +159,18 @@ def test_default_run_names() -> None:
     assert default_run_name("multiply", now=now) == "multiply-20250304-050607"
     assert default_run_name("my eval/v2", now=now) == "my-eval-v2-20250304-050607"
     assert default_run_name("..", now=now) == "eval-20250304-050607"
+    assert default_run_name("_private", now=now) == "private-20250304-050607"
     validate_run_name(default_run_name("x" * 300))
 
 
 def test_a_symlinked_run_folder_is_followed_and_a_dangling_one_refused(tmp_path: Path) -> None:
     elsewhere = tmp_path / "other-disk" / "r"
     elsewhere.parent.mkdir()
-    RunFolder.open(elsewhere.parent, "r", _inputs(), fresh=False)
+    _open(elsewhere.parent, "r")
     output = tmp_path / "evals"
     output.mkdir()
     (output / "r").symlink_to(elsewhere)
-    assert RunFolder.open(output, "r", _inputs(), fresh=False).resumed
+    assert _open(output, "r").resumed
     (output / "gone").symlink_to(tmp_path / "nowhere")
     with pytest.raises(RunFolderError):
-        RunFolder.open(output, "gone", _inputs(), fresh=False)
+        _open(output, "gone")

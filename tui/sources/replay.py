@@ -18,12 +18,8 @@ from typing import Any
 from core.board import RolloutBoard
 from core.eval.errors import EvalError
 from core.eval.results.events import Journal
-from core.eval.results.folder import (
-    EVENTS_FILE,
-    MANIFEST_FILE,
-    METRICS_FILE,
-    work_item_count,
-)
+from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE
+from core.eval.results.manifest import work_item_count
 from core.eval.results.metrics import (
     DEFAULT_PASS_THRESHOLD,
     Progress,

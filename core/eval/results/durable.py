@@ -38,6 +38,17 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def make_folders(path: Path) -> None:
+    """`mkdir -p path`, each folder it creates private (mode 0700 whatever the umask)."""
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=FOLDER_MODE, exist_ok=True)
+        os.chmod(folder, FOLDER_MODE)  # mkdir's mode is narrowed by the umask, never widened
+
+
 def open_append(path: Path, *, read: bool = False) -> int:
     """An `O_APPEND` descriptor on `path`, created 0600 (an older file is narrowed to 0600)."""
     flags = (os.O_RDWR if read else os.O_WRONLY) | os.O_APPEND | os.O_CREAT
@@ -118,6 +129,7 @@ __all__ = [
     "describe_os_error",
     "fsync_dir",
     "json_line",
+    "make_folders",
     "open_append",
     "write_all",
     "write_bytes_atomic",

@@ -1,67 +1,87 @@
-"""The run folder of an eval run and its manifest (EVAL.md §6).
+"""The run folder of an eval run and its names (EVAL.md §8).
 
-`<output>/<run-name>/` (mode 0700) holds, each file written by its own module:
+`<output>/<run-name>/` (mode 0700) holds, each file written by its own module, in the
+official shapes (osmosis-ai 0.3.8) so that either tool resumes the other's runs:
 
-- `manifest.json` (here): `{schema_version: 1, run_name, created_at, inputs}`, written once.
-  `inputs` is what a resume must not change (`model_path`, `dataset {sha256,
-  selected_source_rows}`, `n`, `rollout`, `timeouts`); see `manifest_inputs`. `RunFolder.open`
-  compares it on resume.
+- `manifest.json` (`core.eval.results.manifest`): the resume lock, written once here.
 - `events.jsonl` (`core.eval.results.events`): the journal, the only authority for resume.
-- `transitions.jsonl` (`core.eval.results.transitions`): diagnostic, read by `osmosis-tui
-  replay`.
-- `index.jsonl` (`core.eval.results.index`): one row per work item, rewritten at the end.
-- `metrics.json` (`core.eval.results.metrics`): the summary, rewritten at the end.
+- `index.jsonl` and its copy `summary.jsonl` (`core.eval.results.index`), `progress.json`
+  (`core.eval.results.progress`), `metrics.json` (`core.eval.results.metrics`): snapshots
+  rebuilt from the journal, `trajectories/` and `artifacts/` (`core.eval.results.projections`)
+  copies out of `rollout_trials/`, the artifact root of the rollout server
+  (`core.eval.results.trials`).
 - `logs.txt` (`core.eval.results.logs`): timestamped lines, secrets redacted.
-- `calls.jsonl` (`core.eval.model_calls`): diagnostic, one line per model call through the
-  gateway.
-- `rollout_trials/`: the artifact root of a launched rollout server.
+- ours, which the official tools ignore: `transitions.jsonl` (`core.eval.results.transitions`),
+  read by `osmosis-tui replay`, and `calls.jsonl` (`core.eval.model_calls`), one line per
+  model call through the gateway.
 
-Every file is created with mode 0600 (see `core.eval.results.durable`).
+`<output>/.locks/<run-name>.lock` (`core.eval.results.lock`) keeps a second run of the same
+name out while one lives. Every file is created with mode 0600 (`core.eval.results.durable`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from core.eval.errors import EvalError
-from core.eval.results.durable import FOLDER_MODE, describe_os_error, fsync_dir, write_json_atomic
-from core.eval.results.records import iso_utc
+from core.eval.results.durable import (
+    FOLDER_MODE,
+    describe_os_error,
+    fsync_dir,
+    make_folders,
+    write_json_atomic,
+)
+from core.eval.results.manifest import (
+    ManifestError,
+    changed_input_keys,
+    new_manifest,
+    read_manifest,
+)
+from core.eval.results.records import is_path_segment
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 MANIFEST_FILE = "manifest.json"
 EVENTS_FILE = "events.jsonl"
 TRANSITIONS_FILE = "transitions.jsonl"
 INDEX_FILE = "index.jsonl"
+SUMMARY_FILE = "summary.jsonl"
+PROGRESS_FILE = "progress.json"
 METRICS_FILE = "metrics.json"
 LOGS_FILE = "logs.txt"
 CALLS_FILE = "calls.jsonl"
 TRIALS_DIR = "rollout_trials"
+TRAJECTORIES_DIR = "trajectories"
+ARTIFACTS_DIR = "artifacts"
+LOCKS_DIR = ".locks"
 
-RUN_NAME_MAX_LENGTH = 128
-RESUME_HINT = "use --fresh to start over, or --name for a new run"
+# As official, so that a name one tool accepts the other accepts too.
+RUN_NAME_MAX_LENGTH = 96
+FRESH_HINT = (
+    "restart it under the same name with --fresh (the old folder is archived, never "
+    "deleted), or give --name for a new run"
+)
 
 
 # -- errors -----------------------------------------------------------------------------------
 
 
 class RunFolderError(EvalError):
-    """The run folder cannot be used as asked: bad input, exit status 2 (EVAL.md §1)."""
+    """The run folder cannot be used as asked: bad input, exit status 2 (EVAL.md §2)."""
 
 
 class ResumeRefused(RunFolderError):
-    """A resume would change inputs the run was started with.
+    """A resume would change inputs the run was created with.
 
-    `changed_keys` are dotted paths into the manifest's `inputs`, e.g. `dataset.sha256`.
+    `changed_keys` are the top-level keys of the manifest's `inputs` that differ, e.g.
+    `dataset` (as the official tool names them).
     """
 
     def __init__(self, run_name: str, folder: Path, changed_keys: list[str]) -> None:
@@ -69,14 +89,16 @@ class ResumeRefused(RunFolderError):
         self.folder = folder
         self.changed_keys = changed_keys
         super().__init__(
-            f"run {run_name!r} ({folder}) was started with different inputs; changed: "
-            f"{', '.join(changed_keys)}; {RESUME_HINT}"
+            f"run {run_name!r} ({folder}) was created with different inputs, so resuming it "
+            f"would mix them in one set of results; changed: {', '.join(changed_keys)}; "
+            f"{FRESH_HINT}"
         )
 
 
 # -- run names and the run folder -------------------------------------------------------------
 
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_STAMP_LENGTH = len("-YYYYmmdd-HHMMSS")
 
 
 def _timestamp(moment: datetime | None = None) -> str:
@@ -85,84 +107,43 @@ def _timestamp(moment: datetime | None = None) -> str:
 
 
 def default_run_name(config_or_dataset_stem: str, *, now: datetime | None = None) -> str:
-    """`<stem>-YYYYmmdd-HHMMSS` (local time); the stem is reduced to `[A-Za-z0-9._-]`."""
-    stem = _NAME_UNSAFE.sub("-", config_or_dataset_stem).strip(".-") or "eval"
-    stem = stem[: RUN_NAME_MAX_LENGTH - 16]
+    """`<stem>-YYYYmmdd-HHMMSS` (local time); the stem is reduced to `[A-Za-z0-9._-]`
+    starting with a letter or digit, so the name is valid for both tools."""
+    stem = _NAME_UNSAFE.sub("-", config_or_dataset_stem).strip("._-") or "eval"
+    stem = stem[: RUN_NAME_MAX_LENGTH - _STAMP_LENGTH]
     return f"{stem}-{_timestamp(now)}"
 
 
 def validate_run_name(name: str) -> str:
-    """`name` if it is one safe, visible path segment; else `RunFolderError`."""
+    """`name` if the official tool would accept it too; else `RunFolderError`.
+
+    One path segment of at most 96 characters, not `.locks` (the lock folder), starting with
+    a letter or digit, then letters, digits, `.`, `_` or `-`.
+    """
     if not name:
         raise RunFolderError("run name must not be empty")
     if len(name) > RUN_NAME_MAX_LENGTH:
         raise RunFolderError(f"run name must be at most {RUN_NAME_MAX_LENGTH} characters")
-    if name in (".", "..") or any(c in name for c in "/\\\x00") or Path(name).name != name:
+    if not is_path_segment(name):
         raise RunFolderError(f"run name {name!r} must be a single path segment")
-    if name[0] in ".-":
-        # A leading dot hides the folder; a leading dash reads as an option in shells.
-        raise RunFolderError(f"run name {name!r} must not start with '.' or '-'")
-    if not name.isprintable():
-        raise RunFolderError(f"run name {name!r} must not contain control characters")
+    if name == LOCKS_DIR:
+        raise RunFolderError(f"run name {name!r} is reserved (it holds the run locks)")
+    # A leading dot hides the folder; a leading dash reads as an option in shells.
+    if not name[0].isalnum() or any(not (c.isalnum() or c in "._-") for c in name):
+        raise RunFolderError(
+            f"run name {name!r} must start with a letter or digit and use only letters, "
+            "digits, '.', '_' and '-'"
+        )
     return name
 
 
-def manifest_inputs(
-    *,
-    model_path: str,
-    dataset_sha256: str,
-    selected_source_rows: Iterable[int],
-    n: int,
-    rollout: str,
-    agent_timeout_s: float | None,
-    grader_timeout_s: float | None,
-) -> dict[str, Any]:
-    """The manifest's `inputs` in their one canonical shape."""
-    return {
-        "model_path": model_path,
-        "dataset": {"sha256": dataset_sha256, "selected_source_rows": list(selected_source_rows)},
-        "n": n,
-        "rollout": rollout,
-        "timeouts": {"agent_s": agent_timeout_s, "grader_s": grader_timeout_s},
-    }
-
-
-def work_item_count(inputs: Mapping[str, Any]) -> int | None:
-    """How many work items a manifest's `inputs` make (selected rows × n); None when they do
-    not say (a manifest of another shape)."""
-    dataset, n = inputs.get("dataset"), inputs.get("n")
-    rows = dataset.get("selected_source_rows") if isinstance(dataset, dict) else None
-    if not isinstance(rows, list) or isinstance(n, bool) or not isinstance(n, int):
-        return None
-    return len(rows) * n
-
-
-def _changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted paths where `old` and `new` differ; lists and scalars compare whole."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        changed: list[str] = []
-        for key in sorted(set(old) | set(new)):
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if key not in old or key not in new:
-                changed.append(path)
-            else:
-                changed.extend(_changed_keys(old[key], new[key], path))
-        return changed
-    return [] if _same_value(old, new) else [prefix or "inputs"]
-
-
-def _same_value(old: Any, new: Any) -> bool:
-    # 450 and 450.0 are the same timeout; `true` and `1` are not the same input.
-    numbers = (int, float)
-    if isinstance(old, numbers) and isinstance(new, numbers) and bool not in (type(old), type(new)):
-        return old == new
-    return type(old) is type(new) and bool(old == new)
-
-
-def _unique_aside(folder: Path) -> Path:
-    base = f"{folder.name}.old-{_timestamp()}"
+def archive_name(folder: Path, *, now: datetime | None = None) -> Path:
+    """Where `--fresh` moves `folder`: `<name>.archive-<UTC %Y%m%dT%H%M%SZ>`, then `-1`,
+    `-2`, ... while that name is taken (as official)."""
+    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    base = f"{folder.name}.archive-{moment.strftime('%Y%m%dT%H%M%SZ')}"
     candidate = folder.with_name(base)
-    suffix = 2
+    suffix = 1
     while candidate.exists() or candidate.is_symlink():
         candidate = folder.with_name(f"{base}-{suffix}")
         suffix += 1
@@ -177,24 +158,29 @@ class RunFolder:
     run_name: str
     manifest: dict[str, Any]
     resumed: bool
-    moved_aside: Path | None = None
+    archived: Path | None = None
 
     @classmethod
-    def open(cls, output: Path, name: str, inputs: Mapping[str, Any], *, fresh: bool) -> RunFolder:
+    def open(
+        cls,
+        output: Path,
+        name: str,
+        inputs: Mapping[str, Any],
+        *,
+        fresh: bool,
+        provenance: Mapping[str, Any] | None = None,
+    ) -> RunFolder:
         """Create the run folder, or reopen it for resume.
 
         Resume requires the stored `inputs` to equal `inputs` (`ResumeRefused` names the
-        changed keys). `fresh=True` renames an existing folder to `<name>.old-<timestamp>`
-        (never deletes it) and starts clean. A folder that exists without a manifest is
-        adopted only when empty (a crash right after mkdir); otherwise it is not ours.
+        changed top-level keys). `fresh=True` archives an existing folder as
+        `<name>.archive-<UTC stamp>` (never deletes it) and starts clean. A folder that
+        exists without a manifest is adopted only when empty (a crash right after mkdir);
+        otherwise it is not ours. `provenance` goes into a new manifest only.
         """
         validate_run_name(name)
         try:
-            normalized: dict[str, Any] = json.loads(json.dumps(dict(inputs), allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"run inputs must be JSON data: {exc}") from exc
-        try:
-            return cls._open(output, name, normalized, fresh=fresh)
+            return cls._open(output, name, inputs, fresh=fresh, provenance=provenance or {})
         except OSError as exc:
             # A read-only or full disk, or a folder we may not write: said plainly, before
             # any rollout runs.
@@ -204,65 +190,66 @@ class RunFolder:
 
     @classmethod
     def _open(
-        cls, output: Path, name: str, normalized: dict[str, Any], *, fresh: bool
+        cls,
+        output: Path,
+        name: str,
+        inputs: Mapping[str, Any],
+        *,
+        fresh: bool,
+        provenance: Mapping[str, Any],
     ) -> RunFolder:
         output.mkdir(parents=True, exist_ok=True)
         folder = output / name
-        moved_aside: Path | None = None
+        archived: Path | None = None
         if fresh and (folder.exists() or folder.is_symlink()):
-            moved_aside = _unique_aside(folder)
-            os.replace(folder, moved_aside)
+            archived = archive_name(folder)
+            os.replace(folder, archived)
             fsync_dir(output)
         # A symlink to a folder is followed (a run moved to another disk); anything else that
         # holds the name, a dangling link included, is not a run folder.
         dangling = folder.is_symlink() and not folder.exists()
         if dangling or (folder.exists() and not folder.is_dir()):
-            raise RunFolderError(f"{folder} exists and is not a run folder; {RESUME_HINT}")
+            raise RunFolderError(f"{folder} exists and is not a run folder; {FRESH_HINT}")
         manifest_path = folder / MANIFEST_FILE
         if folder.is_dir():
             if manifest_path.exists():
                 manifest = cls._read_manifest(manifest_path, name)
-                changed = _changed_keys(manifest["inputs"], normalized)
+                changed = changed_input_keys(manifest["inputs"], inputs)
                 if changed:
                     raise ResumeRefused(name, folder, changed)
+                make_folders(folder / TRIALS_DIR)
                 return cls(folder, name, manifest, resumed=True)
             if any(folder.iterdir()):
                 raise RunFolderError(
                     f"{folder} exists but has no {MANIFEST_FILE}, so it is not an eval run "
-                    f"folder; {RESUME_HINT}"
+                    f"folder; {FRESH_HINT}"
                 )
         else:
             folder.mkdir(mode=FOLDER_MODE)
             fsync_dir(output)
         # mkdir's mode is narrowed by the umask, never widened; chmod makes it exact.
         os.chmod(folder, FOLDER_MODE)
-        manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "run_name": name,
-            "created_at": iso_utc(),
-            "inputs": normalized,
-        }
+        # As official: the rollout server's artifact root exists from the start.
+        make_folders(folder / TRIALS_DIR)
+        manifest = new_manifest(name, inputs, provenance)
         write_json_atomic(manifest_path, manifest)
-        return cls(folder, name, manifest, resumed=False, moved_aside=moved_aside)
+        return cls(folder, name, manifest, resumed=False, archived=archived)
 
     @staticmethod
     def _read_manifest(path: Path, name: str) -> dict[str, Any]:
         try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise RunFolderError(f"{path} cannot be read ({exc}); {RESUME_HINT}") from exc
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("inputs"), dict):
-            raise RunFolderError(f"{path} is not an eval run manifest; {RESUME_HINT}")
-        version = manifest.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise RunFolderError(
-                f"{path} has schema_version {version!r}, this osmosis-tui reads "
-                f"{SCHEMA_VERSION}; {RESUME_HINT}"
-            )
-        if manifest.get("run_name") != name:
-            # A renamed folder still resumes; the manifest keeps the name it was created with.
-            logger.info("run folder %s was created as %r", path.parent, manifest.get("run_name"))
+            manifest = read_manifest(path)
+        except ManifestError as exc:
+            raise RunFolderError(f"{exc}; {FRESH_HINT}") from exc
+        if manifest["run_name"] != name:
+            # A renamed folder still resumes; the manifest keeps the name it was created with
+            # (the official upload refuses it, as it refuses an archived folder).
+            logger.info("run folder %s was created as %r", path.parent, manifest["run_name"])
         return manifest
+
+    @property
+    def local_run_id(self) -> str:
+        return str(self.manifest["local_run_id"])
 
     @property
     def created_at(self) -> str:
@@ -290,6 +277,14 @@ class RunFolder:
         return self.path / INDEX_FILE
 
     @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_FILE
+
+    @property
+    def progress_path(self) -> Path:
+        return self.path / PROGRESS_FILE
+
+    @property
     def metrics_path(self) -> Path:
         return self.path / METRICS_FILE
 
@@ -306,23 +301,34 @@ class RunFolder:
         """`_OSMOSIS_ROLLOUT_ARTIFACT_ROOT` for a launched rollout server (EVAL.md §5)."""
         return self.path / TRIALS_DIR
 
+    @property
+    def trajectories_dir(self) -> Path:
+        return self.path / TRAJECTORIES_DIR
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.path / ARTIFACTS_DIR
+
 
 __all__ = [
+    "ARTIFACTS_DIR",
     "CALLS_FILE",
     "EVENTS_FILE",
+    "FRESH_HINT",
     "INDEX_FILE",
+    "LOCKS_DIR",
     "LOGS_FILE",
     "MANIFEST_FILE",
     "METRICS_FILE",
-    "RESUME_HINT",
-    "SCHEMA_VERSION",
+    "PROGRESS_FILE",
+    "SUMMARY_FILE",
+    "TRAJECTORIES_DIR",
     "TRANSITIONS_FILE",
     "TRIALS_DIR",
     "ResumeRefused",
     "RunFolder",
     "RunFolderError",
+    "archive_name",
     "default_run_name",
-    "manifest_inputs",
     "validate_run_name",
-    "work_item_count",
 ]
