@@ -375,7 +375,14 @@ def _rerun_command(args: argparse.Namespace) -> str:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from core.eval import DEFAULT_OUTPUT, EvalRequest, InputError, RunFolderError, prepare
+    from core.eval import (
+        DEFAULT_OUTPUT,
+        EvalRequest,
+        InputError,
+        RunFolderError,
+        RunLocked,
+        prepare,
+    )
     from core.eval.gateway_errors import GatewayError
     from core.eval.reporter import OutputMode
     from core.eval.secret_values import secrets_in_environment
@@ -429,6 +436,10 @@ def _run_eval(args: argparse.Namespace) -> int:
             from tui.dashboard import run_dashboard
 
             return run_dashboard(plan, mode=mode, rerun=rerun)
+    except RunLocked as exc:
+        # Not bad input: another run lives. Exit 1, as the official tool exits for it.
+        print(f"osmosis-tui eval: {exc}", file=sys.stderr)
+        return 1
     except (RunFolderError, GatewayError) as exc:
         # A results folder that cannot be used, a model that cannot be (the preflight), or
         # a gateway port that cannot be bound: bad input, found once the run began.

@@ -19,6 +19,7 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
         app.call_later(app.report, message, severity="warning")
 
     source = EvalSource(plan, on_notice=notice)
+    source.session.claim_name()  # a name in use is refused before the dashboard opens
     app = create_app(source, export_dir=plan.request.output)
     app.run()
     if source.refused is not None:

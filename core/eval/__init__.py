@@ -3,8 +3,8 @@
 The front ends start here: `prepare(EvalRequest(...))` checks every input and returns an
 `EvalPlan` (or raises `InputError` listing the problems), and `EvalSession(plan).run()` runs
 it and returns an `EvalSummary` (or raises `RunFolderError` when the results folder cannot be
-used). The names load on first use (PEP 562), so importing `core.eval` for one of them does
-not load the others' modules.
+used, `RunLocked` when another run of the same name lives). The names load on first use
+(PEP 562), so importing `core.eval` for one of them does not load the others' modules.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from core.eval.errors import EvalError, InputError
     from core.eval.plan import DEFAULT_OUTPUT, EvalPlan, EvalRequest, prepare
     from core.eval.results.folder import RunFolderError
+    from core.eval.results.lock import RunLocked
     from core.eval.session import EvalSession
     from core.eval.summary import EvalSummary
 
@@ -29,6 +30,7 @@ _HOMES = {
     "EvalError": "core.eval.errors",
     "InputError": "core.eval.errors",
     "RunFolderError": "core.eval.results.folder",
+    "RunLocked": "core.eval.results.lock",
     "prepare": "core.eval.plan",
 }
 
@@ -41,6 +43,7 @@ __all__ = [
     "EvalSummary",
     "InputError",
     "RunFolderError",
+    "RunLocked",
     "prepare",
 ]
 
