@@ -27,13 +27,14 @@ from core.eval.launcher import launched_rollout_server
 from core.eval.model_calls import CallLog, ModelCall
 from core.eval.plan import EvalPlan, kept_results
 from core.eval.redact import Redactor
-from core.eval.results.durable import describe_os_error, write_json_atomic
+from core.eval.results.durable import describe_os_error
 from core.eval.results.events import Journal
 from core.eval.results.folder import RunFolder, RunFolderError
-from core.eval.results.index import index_rows, write_index
+from core.eval.results.lock import RunLock
 from core.eval.results.logs import RunLog
-from core.eval.results.metrics import Progress, compute_metrics, metrics_document, progress
-from core.eval.results.records import ItemKey, ItemResult, WorkItem
+from core.eval.results.metrics import Progress, RunIdentity, progress, summarize
+from core.eval.results.records import ItemKey, ItemResult, WorkItem, iso_utc
+from core.eval.results.snapshots import Snapshots
 from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers import AllServersDown, ServerPool
@@ -89,6 +90,7 @@ class EvalSession:
         self._write_problem: str | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._transitions: TransitionLog | None = None
+        self._lock: RunLock | None = None
 
     @property
     def runner(self) -> EvalRunner | None:
@@ -128,11 +130,33 @@ class EvalSession:
         logger.warning("%s", message)
         self.on_notice(message)
 
+    def claim_name(self) -> None:
+        """Take the run name's lock now, so that a front end refuses a name in use before it
+        shows anything (`RunLocked`); `run()` takes it itself otherwise."""
+        if self._lock is None:
+            self._lock = RunLock.acquire(self.plan.request.output, self.plan.run_name)
+
     async def run(self) -> EvalSummary:
+        """Run the plan under its name's lock (`RunLocked` when another run holds it)."""
+        self.claim_name()
+        try:
+            return await self._run_locked()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    async def _run_locked(self) -> EvalSummary:
         plan, request = self.plan, self.plan.request
         started_wall = datetime.now(timezone.utc)
         started = time.monotonic()
-        folder = RunFolder.open(request.output, plan.run_name, plan.inputs, fresh=request.fresh)
+        folder = RunFolder.open(
+            request.output,
+            plan.run_name,
+            plan.inputs,
+            fresh=request.fresh,
+            provenance=plan.provenance,
+        )
         self.folder = folder
         async with AsyncExitStack() as stack:
             try:
@@ -149,6 +173,10 @@ class EvalSession:
                 self._call_log = stack.enter_context(
                     CallLog(folder.calls_path, origin=transitions.started_at)
                 )
+                snapshots = self._snapshots(folder, started_wall)
+                # Every result carried over, until this invocation records its item again.
+                resumed = set(done)
+                snapshots.write(done, resumed)
             except OSError as exc:
                 raise RunFolderError(
                     f"cannot write the results in {folder.path}: {describe_os_error(exc)}"
@@ -156,12 +184,19 @@ class EvalSession:
             kept = kept_results(done, retry_failed=request.retry_failed)
             todo = [item for item in plan.items if item.key not in kept]
             self.total_to_run = len(todo)
-            log.write(
-                f"run {plan.run_name}: {len(plan.items)} work items, {len(kept)} already done, "
-                f"{len(todo)} to run"
-            )
-            results = self.results = dict(kept)
-            self.on_start(plan.run_name, len(todo), len(kept))
+            recorded = len(plan.items) - len(todo)
+            if todo:
+                log.write(
+                    f"{plan.run_name}: {len(todo)} of {len(plan.items)} work items pending"
+                    + (f", {len(done)} already recorded" if done else "")
+                )
+            else:
+                log.write(
+                    f"{plan.run_name}: all {len(plan.items)} work items already have results",
+                    step="resume",
+                )
+            results = self.results = dict(done)
+            self.on_start(plan.run_name, len(todo), recorded)
             self._transitions = transitions
 
             def finished(result: ItemResult) -> None:
@@ -184,6 +219,8 @@ class EvalSession:
                     self._journal_failed(folder.events_path, exc)
                     return
                 results[result.key] = result
+                resumed.discard(result.key)
+                snapshots.item_finished(result, results, resumed)
                 self.on_result(result)
 
             status: RunStatus = "complete"
@@ -198,7 +235,26 @@ class EvalSession:
             if status == "complete" and len(results) < len(plan.items):
                 status = "incomplete"
         return self._write_results(
-            folder, results, kept, status=status, problem=problem, started=(started, started_wall)
+            folder, snapshots, results, resumed, status=status, problem=problem, started=started
+        )
+
+    def _snapshots(self, folder: RunFolder, started_wall: datetime) -> Snapshots:
+        plan = self.plan
+        identity = RunIdentity(
+            local_run_id=folder.local_run_id,
+            run_name=plan.run_name,
+            dataset_name=plan.dataset_name,
+            model_name=plan.model_name,
+            rollout_name=plan.rollout_name,
+            started_at=iso_utc(started_wall),
+        )
+        return Snapshots(
+            folder,
+            identity,
+            pass_threshold=plan.pass_threshold,
+            sampled_rows=len(plan.rows),
+            n=plan.n,
+            total_dataset_rows=len(plan.dataset.rows),
         )
 
     def _journal_failed(self, path: Path, exc: OSError) -> None:
@@ -357,7 +413,7 @@ class EvalSession:
                 # Gathered (file, then environment) and checked when the plan was made.
                 secret_values=plan.secrets,
                 artifact_root=folder.trials_dir,
-                log=lambda step, line: log.write(line, source=step),
+                log=lambda step, line: log.write(line, step=step),
                 notice=self.notice,
                 http_client=http,
                 api_key=request.server_api_key,
@@ -409,50 +465,38 @@ class EvalSession:
     def _write_results(
         self,
         folder: RunFolder,
+        snapshots: Snapshots,
         results: dict[ItemKey, ItemResult],
-        kept: dict[ItemKey, ItemResult],
+        resumed: set[ItemKey],
         *,
         status: RunStatus,
         problem: str | None,
-        started: tuple[float, datetime],
+        started: float,
     ) -> EvalSummary:
         plan = self.plan
-        started_mono, started_wall = started
-        duration_ms = int((time.monotonic() - started_mono) * 1000)
-        summary = compute_metrics(
-            results.values(),
-            total_items=len(plan.items),
-            n=plan.n,
-            pass_threshold=plan.pass_threshold,
-        )
-        target = folder.index_path
+        duration_ms = (time.monotonic() - started) * 1000.0
+        finished = status == "complete"
         try:
-            write_index(target, index_rows(plan.items, results, resumed=kept.keys()))
-            target = folder.metrics_path
-            write_json_atomic(
-                target,
-                metrics_document(
-                    summary,
-                    run_name=plan.run_name,
-                    status="completed" if status == "complete" else status,
-                    dataset_name=plan.dataset_name,
-                    model_name=plan.model_name,
-                    rollout_name=plan.rollout_name,
-                    started_at=started_wall,
-                    completed_at=datetime.now(timezone.utc),
-                    duration_ms=duration_ms,
-                ),
+            summary = snapshots.write(
+                results,
+                resumed,
+                state="finished" if finished else "incomplete",
+                duration_ms=duration_ms,
+                completed_at=iso_utc() if finished else None,
             )
         except OSError as exc:
-            # events.jsonl holds every finished item; a resume writes these two again.
+            # events.jsonl holds every finished item; a resume writes the snapshots again.
             failed = (
-                f"cannot write {target.name}: {describe_os_error(exc)}; events.jsonl keeps "
-                "every finished item and a resume writes index.jsonl and metrics.json again"
+                f"cannot write the results snapshots in {folder.path}: {describe_os_error(exc)}; "
+                "events.jsonl keeps every finished item and a resume writes them again"
             )
             self.notice(failed)
             problem = failed if problem is None else f"{problem}; {failed}"
             if status == "complete":
                 status = "incomplete"
+            summary = summarize(
+                snapshots.index_rows(results, resumed), pass_threshold=plan.pass_threshold
+            )
         return EvalSummary(
             run_name=plan.run_name,
             status=status,
@@ -460,9 +504,9 @@ class EvalSession:
             total_items=len(plan.items),
             results=results,
             metrics=summary,
-            duration_ms=duration_ms,
+            duration_ms=int(duration_ms),
             problem=problem,
-            resumed=len(kept),
+            resumed=len(resumed),
         )
 
 

@@ -131,6 +131,7 @@ class EvalSummary:
             },
             "pass_rate": summary["pass_rate"],
             "pass_threshold": summary["pass_threshold"],
+            # As in metrics.json: present only when something was graded / n >= 2.
             "reward": summary.get("reward_stats"),
             "pass_at_k": summary.get("pass_at_k", []),
             "tokens": summary["tokens_used"],

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.eval.results.durable import write_json_atomic
-from core.eval.results.index import write_index
+from core.eval.results.durable import write_bytes_atomic, write_json_atomic
 from tests.eval_results.helpers import file_mode
 
 
@@ -29,13 +28,13 @@ def test_an_interrupted_atomic_write_leaves_the_old_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "index.jsonl"
-    write_index(path, [{"row_index": 0}])
+    write_bytes_atomic(path, b'{"row_index": 0}\n')
 
     def crash(*_: object) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError):
-        write_index(path, [{"row_index": 1}])
+        write_bytes_atomic(path, b'{"row_index": 1}\n')
     assert json.loads(path.read_text()) == {"row_index": 0}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.jsonl"]

@@ -1,16 +1,23 @@
-"""`logs.txt` (EVAL.md §6): timestamped, redacted, private lines."""
+"""`logs.txt` (EVAL.md §8): the official line format, redacted, private."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import re
 from datetime import datetime
 from pathlib import Path
 
 from core.eval.redact import Redactor
-from core.eval.results.logs import RunLog
+from core.eval.results.logs import RunLog, log_line
 from tests.eval_results.helpers import file_mode
+
+# `<UTC ISO µs Z> <LEVEL> [<step>] <message>[ <details>]`
+OFFICIAL_LINE = re.compile(
+    r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) (?P<level>[A-Z]+) "
+    r"\[(?P<step>[^\]]+)\] (?P<rest>.*)"
+)
 
 SECRET = "sk-live-0123456789abcdef"
 BEARER = "server-bearer-token-xyz"
@@ -20,19 +27,48 @@ def test_run_log_lines_are_timestamped_redacted_and_private(tmp_path: Path) -> N
     path = tmp_path / "logs.txt"
     with RunLog(path, Redactor([SECRET, BEARER])) as log:
         log.write(f"starting with key {SECRET}")
-        log.write(f"Authorization: Bearer {BEARER}\nsecond line\n", source="rollout-server")
+        log.write(f"Authorization: Bearer {BEARER}\nsecond line\n", step="rollout-server")
+        log.write(
+            "work item finished",
+            step="result",
+            details={"status": "failed", "reward": None, "note": SECRET},
+        )
+        log.write("", step="rollout-server")
     assert file_mode(path) == 0o600
-    lines = path.read_text().splitlines()
-    assert len(lines) == 3
-    for line in lines:
-        stamp, _, _rest = line.partition(" ")
-        assert stamp.endswith("Z")
-        datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    assert lines[0].endswith(" starting with key ***")
-    assert lines[1].endswith(" [rollout-server] Authorization: Bearer ***")
-    assert lines[2].endswith(" [rollout-server] second line")
+    lines = path.read_text().split("\n")[:-1]
+    assert len(lines) == 5
+    matches = [OFFICIAL_LINE.fullmatch(line) for line in lines]
+    assert all(matches), lines
+    for match in matches:
+        assert match is not None
+        datetime.fromisoformat(match["stamp"].replace("Z", "+00:00"))
+    assert [(m["level"], m["step"], m["rest"]) for m in matches if m is not None] == [
+        ("INFO", "run", "starting with key ***"),
+        ("INFO", "rollout-server", "Authorization: Bearer ***"),
+        ("INFO", "rollout-server", "second line"),
+        # Canonical JSON, nulls kept, as official.
+        ("INFO", "result", 'work item finished {"note":"***","reward":null,"status":"failed"}'),
+        ("INFO", "rollout-server", ""),  # an empty line keeps its trailing space
+    ]
     text = path.read_text()
     assert SECRET not in text and BEARER not in text
+
+
+def test_log_line_levels_and_a_fixed_stamp() -> None:
+    stamp = "2026-12-01T08:46:54.163598Z"
+    assert log_line("r1: 5 of 5 work items pending", stamp=stamp) == (
+        f"{stamp} INFO [run] r1: 5 of 5 work items pending\n"
+    )
+    assert (
+        log_line(
+            "discarded a partial trailing journal record",
+            step="resume",
+            level="warning",
+            details={"bytes": 14},
+            stamp=stamp,
+        )
+        == f'{stamp} WARNING [resume] discarded a partial trailing journal record {{"bytes":14}}\n'
+    )
 
 
 def test_run_log_as_a_logging_handler_redacts_messages_and_tracebacks(tmp_path: Path) -> None:
@@ -56,8 +92,8 @@ def test_run_log_as_a_logging_handler_redacts_messages_and_tracebacks(tmp_path: 
     text = path.read_text()
     assert SECRET not in text
     assert "not at this level" not in text
-    assert "INFO tests.eval_results.runlog: request body" in text
-    assert "ERROR tests.eval_results.runlog: admission failed" in text
+    assert " INFO [tests.eval_results.runlog] request body" in text
+    assert " ERROR [tests.eval_results.runlog] admission failed" in text
     assert "Traceback" in text
     # Writes after close (a handler left attached) are dropped, not raised.
     log.write("late")

@@ -1,24 +1,41 @@
-"""`metrics.json`: the summary on a fixed journal, checked against numbers worked out by hand."""
+"""`metrics.json`: the summary on a fixed journal, checked against numbers worked out by hand
+and against numbers the official `osmosis eval run` wrote."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import math
-from datetime import datetime, timezone
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.eval.results.events import Journal
+from core.eval.results.index import index_row
 from core.eval.results.metrics import (
-    compute_metrics,
+    RunIdentity,
+    RunState,
     metrics_document,
     pass_at_k,
     progress,
     recorded_pass_threshold,
+    summarize,
 )
 from core.eval.results.records import ItemResult, ItemStatus
+
+SUMMARY_KEYS = [
+    "total_samples",
+    "completed_samples",
+    "graded",
+    "passed",
+    "failed",
+    "skipped",
+    "pass_rate",
+    "pass_threshold",
+    "tokens_used",
+]
 
 # n = 4 attempts per row, pass threshold 1.0. Rows 0-3 pass 0, 1, 2 and 4 times; row 4 has
 # three skipped attempts and one pending (no record), so 5 * 4 = 20 work items, 19 finished.
@@ -47,20 +64,24 @@ FIXED_JOURNAL = """\
 """
 
 
-def _fixed_results(tmp_path: Path) -> list[ItemResult]:
+def _rows(results: Iterable[ItemResult]) -> list[dict[str, Any]]:
+    return [index_row(result, trajectory=None, resumed=False) for result in results]
+
+
+def _fixed_rows(tmp_path: Path) -> list[dict[str, Any]]:
     path = tmp_path / "events.jsonl"
     path.write_text(FIXED_JOURNAL)
     warnings: list[str] = []
     results = Journal.load(path, on_warning=warnings.append)
     assert warnings == []
-    return list(results.values())
+    return _rows(results[key] for key in sorted(results))
 
 
 @pytest.mark.parametrize("threshold", [1.0, 0.5, 0.0])
-def test_progress_counts_as_the_summary_does(threshold: float) -> None:
+def test_progress_counts_as_the_summary_does(tmp_path: Path, threshold: float) -> None:
     # Straight from the journal lines, the superseded one included: the last one wins here too.
     lines = [ItemResult.from_json(json.loads(line)) for line in FIXED_JOURNAL.splitlines()]
-    summary = compute_metrics(lines, total_items=20, n=4, pass_threshold=threshold)
+    summary = summarize(_fixed_rows(tmp_path), pass_threshold=threshold)
     shown = progress(lines, total_items=20, pass_threshold=threshold)
     assert (shown.done, shown.total) == (summary["total_samples"], 20)
     assert (shown.passed, shown.completed) == (summary["passed"], summary["completed_samples"])
@@ -82,7 +103,7 @@ def test_the_recorded_threshold_of_a_metrics_document() -> None:
 
 
 def test_summary_of_the_fixed_journal(tmp_path: Path) -> None:
-    summary = compute_metrics(_fixed_results(tmp_path), total_items=20, n=4, pass_threshold=1.0)
+    summary = summarize(_fixed_rows(tmp_path), pass_threshold=1.0)
 
     # Graded rewards (14; the failed items have none, the skipped ones do not count):
     #   row 0: 0, 0.5, 0   row 1: 1, 0, 0, 0.25   row 2: 1, 1, 0   row 3: 1, 1, 1, 1
@@ -119,11 +140,13 @@ def test_summary_of_the_fixed_journal(tmp_path: Path) -> None:
             {"k": 4, "value": pytest.approx(0.75)},
         ],
     }
+    assert list(summary) == [*SUMMARY_KEYS, "reward_stats", "n_runs", "pass_at_k"]
+    assert list(summary["reward_stats"]) == ["mean", "median", "std", "min", "max"]
     assert math.isclose(summary["reward_stats"]["std"], 0.46462899, rel_tol=1e-7)
 
 
 def test_the_threshold_decides_what_passes(tmp_path: Path) -> None:
-    summary = compute_metrics(_fixed_results(tmp_path), total_items=20, n=4, pass_threshold=0.25)
+    summary = summarize(_fixed_rows(tmp_path), pass_threshold=0.25)
     # Rewards >= 0.25: row 0 one (0.5), row 1 two (1, 0.25), row 2 two, row 3 four.
     assert summary["passed"] == 9
     assert summary["pass_rate"] == 9 / 16
@@ -144,9 +167,38 @@ def _result(
     )
 
 
+def test_the_numbers_the_official_tool_wrote_for_the_same_results() -> None:
+    # Run `r1` of osmosis eval run 0.3.8: rows 0, 1, 3, 4 graded 1.0, 0.25, 1.0, 1.0; row 2
+    # failed; 13 tokens each but the failed one. Its metrics.json summary, float for float:
+    rewards = {0: 1.0, 1: 0.25, 3: 1.0, 4: 1.0}
+    results = [
+        ItemResult(row, 0, f"id{row}", "success", row, reward=reward, tokens=13)
+        for row, reward in rewards.items()
+    ] + [ItemResult(2, 0, "id2", "failed", 2, error_type="agent_error")]
+    summary = summarize(_rows(sorted(results, key=lambda r: r.key)), pass_threshold=1.0)
+    assert summary == {
+        "total_samples": 5,
+        "completed_samples": 5,
+        "graded": 4,
+        "passed": 3,
+        "failed": 1,
+        "skipped": 0,
+        "pass_rate": 0.6,
+        "pass_threshold": 1.0,
+        "tokens_used": 52,
+        "reward_stats": {
+            "mean": 0.8125,
+            "median": 1.0,
+            "std": 0.3247595264191645,
+            "min": 0.25,
+            "max": 1.0,
+        },
+    }
+
+
 def test_population_std_not_sample_std() -> None:
-    summary = compute_metrics(
-        [_result(0, 0, reward=0.0), _result(1, 0, reward=1.0)], total_items=2, n=1, pass_threshold=1
+    summary = summarize(
+        _rows([_result(0, 0, reward=0.0), _result(1, 0, reward=1.0)]), pass_threshold=1
     )
     assert summary["reward_stats"] == {
         "mean": 0.5,
@@ -158,7 +210,7 @@ def test_population_std_not_sample_std() -> None:
 
 
 def test_one_reward_has_zero_spread() -> None:
-    summary = compute_metrics([_result(0, 0, reward=0.3)], total_items=1, n=1, pass_threshold=1)
+    summary = summarize(_rows([_result(0, 0, reward=0.3)]), pass_threshold=1)
     assert summary["reward_stats"] == {
         "mean": 0.3,
         "median": 0.3,
@@ -168,53 +220,64 @@ def test_one_reward_has_zero_spread() -> None:
     }
 
 
-def test_empty_input() -> None:
-    assert compute_metrics([], total_items=12, n=4, pass_threshold=1.0) == {
+def test_empty_input_has_an_integer_zero_pass_rate_and_no_optional_keys() -> None:
+    summary = summarize([], pass_threshold=1)
+    assert summary == {
         "total_samples": 0,
-        "skipped": 0,
         "completed_samples": 0,
-        "failed": 0,
         "graded": 0,
         "passed": 0,
-        "pass_rate": 0.0,
+        "failed": 0,
+        "skipped": 0,
+        "pass_rate": 0,
         "pass_threshold": 1.0,
         "tokens_used": 0,
-        "reward_stats": {"mean": None, "median": None, "std": None, "min": None, "max": None},
-        "n_runs": 4,
-        "pass_at_k": [],
     }
+    assert type(summary["pass_rate"]) is int  # as official: `0`, not `0.0`
+    assert type(summary["pass_threshold"]) is float
 
 
 def test_all_skipped() -> None:
     results = [_result(row, 0, status="skipped", reward=1.0) for row in range(3)]
-    summary = compute_metrics(results, total_items=3, n=1, pass_threshold=1.0)
+    summary = summarize(_rows(results), pass_threshold=1.0)
     assert summary["total_samples"] == 3
     assert summary["skipped"] == 3
     assert summary["completed_samples"] == 0
     assert (summary["graded"], summary["passed"], summary["failed"]) == (0, 0, 0)
-    assert summary["pass_rate"] == 0.0
+    assert summary["pass_rate"] == 0
     assert summary["tokens_used"] == 9
-    assert set(summary["reward_stats"].values()) == {None}
+    assert "reward_stats" not in summary  # nothing was graded
 
 
 def test_all_failed_is_a_zero_pass_rate_not_an_empty_one() -> None:
     results = [_result(row, 0, status="failed") for row in range(4)]
-    summary = compute_metrics(results, total_items=4, n=1, pass_threshold=1.0)
+    summary = summarize(_rows(results), pass_threshold=1.0)
     assert (summary["completed_samples"], summary["failed"], summary["graded"]) == (4, 4, 0)
     assert summary["pass_rate"] == 0.0
+    assert "reward_stats" not in summary
 
 
-def test_single_attempt_runs_have_no_pass_at_k() -> None:
-    summary = compute_metrics([_result(0, 0, reward=1.0)], total_items=1, n=1, pass_threshold=1)
-    assert summary["n_runs"] == 1
-    assert summary["pass_at_k"] == []
+def test_single_attempt_runs_have_no_n_runs_and_no_pass_at_k() -> None:
+    summary = summarize(_rows([_result(0, 0, reward=1.0)]), pass_threshold=1)
+    assert "n_runs" not in summary
+    assert "pass_at_k" not in summary
 
 
 @pytest.mark.parametrize(("n", "ks"), [(2, [1, 2]), (3, [1, 2]), (5, [1, 2, 4]), (8, [1, 2, 4, 8])])
 def test_k_runs_over_powers_of_two_up_to_n(n: int, ks: list[int]) -> None:
     results = [_result(0, run, reward=float(run % 2)) for run in range(n)]
-    summary = compute_metrics(results, total_items=n, n=n, pass_threshold=1.0)
+    summary = summarize(_rows(results), pass_threshold=1.0)
+    assert summary["n_runs"] == n
     assert [point["k"] for point in summary["pass_at_k"]] == ks
+
+
+def test_n_runs_counts_what_ran_and_pass_at_k_needs_two_points() -> None:
+    # n_runs is the highest run_index + 1 over all rows, skipped ones too; the only row with a
+    # second attempt has one non-skipped attempt, so only k = 1 has a value: no pass@k.
+    results = [_result(0, 0, status="skipped"), _result(0, 1, reward=1.0)]
+    summary = summarize(_rows(results), pass_threshold=1.0)
+    assert summary["n_runs"] == 2
+    assert "pass_at_k" not in summary
 
 
 def test_rows_short_of_k_attempts_are_left_out_of_that_k() -> None:
@@ -222,7 +285,7 @@ def test_rows_short_of_k_attempts_are_left_out_of_that_k() -> None:
     results = [_result(0, run, reward=1.0 if run == 0 else 0.0) for run in range(4)]
     results += [_result(1, 0, reward=1.0), _result(1, 1, reward=0.0)]
     results += [_result(1, 2, status="skipped")]
-    summary = compute_metrics(results, total_items=8, n=4, pass_threshold=1.0)
+    summary = summarize(_rows(results), pass_threshold=1.0)
     assert summary["pass_at_k"] == [
         {"k": 1, "value": pytest.approx((1 / 4 + 1 / 2) / 2)},
         {"k": 2, "value": pytest.approx(((1 - 3 / 6) + 1.0) / 2)},
@@ -247,41 +310,49 @@ def test_pass_at_k_rejects_impossible_counts() -> None:
         pass_at_k(2, 1, 3)
 
 
-def test_more_results_than_work_items_is_a_bug() -> None:
-    with pytest.raises(ValueError):
-        compute_metrics([_result(0, 0), _result(1, 0)], total_items=1, n=1, pass_threshold=1)
-
-
-def test_the_last_result_for_an_item_wins() -> None:
-    first = _result(0, 0, status="failed")
-    retry = _result(0, 0, reward=1.0)
-    summary = compute_metrics([first, retry], total_items=1, n=1, pass_threshold=1.0)
-    assert (summary["total_samples"], summary["failed"], summary["passed"]) == (1, 0, 1)
+IDENTITY = RunIdentity(
+    local_run_id="c457393d3c8741fe9851ab8008f74f18",
+    run_name="r1",
+    dataset_name="multiply",
+    model_name="openai/gpt-5-mini",
+    rollout_name="multiply",
+    started_at="2025-01-01T12:00:00.000000Z",
+)
 
 
 def test_metrics_document_shape(tmp_path: Path) -> None:
-    summary = compute_metrics(_fixed_results(tmp_path), total_items=20, n=4, pass_threshold=1.0)
+    summary = summarize(_fixed_rows(tmp_path), pass_threshold=1.0)
     document = metrics_document(
         summary,
-        run_name="multiply-20250101-120000",
-        status="incomplete",
-        dataset_name="multiply",
-        model_name="openai/gpt-5-mini",
-        rollout_name="multiply",
-        started_at=datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc),
-        completed_at="2025-01-01T12:01:00.000Z",
+        IDENTITY,
+        state="finished",
         duration_ms=60_000,
+        completed_at="2025-01-01T12:01:00.000000Z",
     )
     assert list(document) == ["eval_run", "summary"]
-    assert document["eval_run"] == {
-        "name": "multiply-20250101-120000",
-        "status": "incomplete",
-        "dataset_name": "multiply",
-        "model_name": "openai/gpt-5-mini",
-        "rollout_name": "multiply",
-        "duration_ms": 60_000,
-        "started_at": "2025-01-01T12:00:00.000Z",
-        "completed_at": "2025-01-01T12:01:00.000Z",
-    }
+    assert list(document["eval_run"].items()) == [
+        ("id", "c457393d3c8741fe9851ab8008f74f18"),
+        ("status", "finished"),
+        ("name", "r1"),
+        ("dataset_name", "multiply"),
+        ("model_name", "openai/gpt-5-mini"),
+        ("rollout_name", "multiply"),
+        ("duration_ms", 60_000.0),
+        ("started_at", "2025-01-01T12:00:00.000000Z"),
+        ("completed_at", "2025-01-01T12:01:00.000000Z"),
+    ]
+    assert type(document["eval_run"]["duration_ms"]) is float
     assert document["summary"] == summary
     assert json.loads(json.dumps(document, allow_nan=False)) == document
+
+
+@pytest.mark.parametrize("state", ["running", "incomplete"])
+def test_only_a_finished_run_has_a_completion_time(state: RunState) -> None:
+    document = metrics_document(
+        summarize([], pass_threshold=1.0),
+        IDENTITY,
+        state=state,
+        completed_at="2025-01-01T12:01:00.000000Z",
+    )
+    assert "completed_at" not in document["eval_run"]
+    assert document["eval_run"]["duration_ms"] == 0.0

@@ -42,5 +42,12 @@ def summary_of(stdout: str) -> dict[str, Any]:
     return ours
 
 
+def pending_items(folder: Path) -> int:
+    """Work items of the run without a result: the planned total (`progress.json`) minus
+    those in the index, which lists only items that have one (as official)."""
+    total: int = json.loads((folder / "progress.json").read_text())["total_runs"]
+    return total - len(read_jsonl(folder / "index.jsonl"))
+
+
 def run_folder(cwd: Path, name: str) -> Path:
     return cwd / ".osmosis" / "evals" / name

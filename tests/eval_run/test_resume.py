@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections import Counter
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_sigkill_then_resume_runs_only_the_pending_items(
     index = read_jsonl(run_folder(tmp_path, "r1") / "index.jsonl")
     assert len(index) == rows
     assert all(r["status"] == "success" for r in index)
-    assert {(r["row_index"], r["run_index"]) for r in index if r["resumed"]} == before
+    assert {(r["row_index"], r["run_index"]) for r in index if r.get("resumed")} == before
 
 
 def test_retry_failed_reruns_failed_rows_with_fresh_rollout_ids(
@@ -68,6 +69,7 @@ def test_retry_failed_reruns_failed_rows_with_fresh_rollout_ids(
     again = run_eval(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "0 work items to run" in again.stdout
+    assert "all 5 work items already have results" in (folder / "logs.txt").read_text()
     retried = run_eval(*args, "--retry-failed", cwd=tmp_path)
     assert retried.returncode == 0, retried.stderr
     assert "2 work items to run" in retried.stdout
@@ -78,12 +80,12 @@ def test_retry_failed_reruns_failed_rows_with_fresh_rollout_ids(
     for row, old_id in failed_before.items():
         assert index[row]["rollout_id"] != old_id
         assert index[row]["status"] == "failed"
-        assert index[row]["resumed"] is False
-    assert all(index[row]["resumed"] for row in (0, 1, 2))
+        assert "resumed" not in index[row]  # recorded again: no longer carried over
+    assert all(index[row]["resumed"] is True for row in (0, 1, 2))
     assert len({e["rollout_id"] for e in events}) == len(events)
 
 
-def test_fresh_moves_the_old_run_aside(tmp_path: Path, demo_server: ServedDemo) -> None:
+def test_fresh_archives_the_old_run(tmp_path: Path, demo_server: ServedDemo) -> None:
     dataset = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(2))
     args = ("--server", demo_server.url, "--dataset-file", str(dataset), "--name", "again")
     assert run_eval(*args, cwd=tmp_path).returncode == 0
@@ -92,13 +94,17 @@ def test_fresh_moves_the_old_run_aside(tmp_path: Path, demo_server: ServedDemo) 
 
     fresh = run_eval(*args, "--fresh", "--limit", "1", cwd=tmp_path)
     assert fresh.returncode == 0, fresh.stderr
-    aside = [p for p in folder.parent.iterdir() if p.name.startswith("again.old-")]
+    aside = [p for p in folder.parent.iterdir() if p.name.startswith("again.archive-")]
     assert len(aside) == 1
+    assert re.fullmatch(r"again\.archive-\d{8}T\d{6}Z", aside[0].name)
     assert (aside[0] / "events.jsonl").read_text() == old_events
     assert len(read_jsonl(folder / "events.jsonl")) == 1
-    assert json.loads((folder / "manifest.json").read_text())["inputs"]["dataset"][
-        "selected_source_rows"
-    ] == [0]
+    assert (
+        json.loads((folder / "manifest.json").read_text())["inputs"]["dataset"][
+            "selected_source_rows"
+        ]
+        == "0"
+    )
 
 
 def test_resume_with_changed_inputs_is_refused(tmp_path: Path, demo_server: ServedDemo) -> None:
@@ -109,12 +115,12 @@ def test_resume_with_changed_inputs_is_refused(tmp_path: Path, demo_server: Serv
 
     more = run_eval(*args, "--limit", "3", "--n", "2", cwd=tmp_path)
     assert more.returncode == 2
-    assert "changed: dataset.selected_source_rows, n;" in more.stderr
+    assert "changed: dataset, n;" in more.stderr
     assert "--fresh" in more.stderr
 
     write_jsonl(dataset, multiply_rows(4))
     changed = run_eval(*args, "--limit", "2", "--agent-timeout", "30", cwd=tmp_path)
     assert changed.returncode == 2
-    assert "changed: dataset.sha256, timeouts.agent_s;" in changed.stderr
+    assert "changed: dataset, timeouts;" in changed.stderr
     # Nothing was run or rewritten by the refused attempts.
     assert (run_folder(tmp_path, "fixed") / "events.jsonl").read_text() == events

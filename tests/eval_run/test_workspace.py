@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.eval_run.command import alive, child_env, run_eval, start_eval
-from tests.eval_run.files import envelope, multiply_rows, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.files import (
+    envelope,
+    multiply_rows,
+    pending_items,
+    read_jsonl,
+    run_folder,
+    write_jsonl,
+)
 from tests.polling import eventually_sync
 
 # The workspace's model_path is a real provider's: its rollouts talk to the stub model instead.
@@ -148,7 +155,8 @@ def test_entrypoint_that_exits_at_once_is_a_clear_error(workspace: Path) -> None
     ) in result.stdout
     folder = run_folder(workspace, "gone")
     assert "cannot start: no model configured" in (folder / "logs.txt").read_text()
-    assert [r["status"] for r in read_jsonl(folder / "index.jsonl")] == ["pending"] * 6
+    assert read_jsonl(folder / "index.jsonl") == []
+    assert pending_items(folder) == 6
 
 
 def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> None:

@@ -281,18 +281,25 @@ async def test_results_and_logs_are_private_whatever_the_umask(tmp_path: Path) -
     folder = run.folder
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     files = {path.name: stat.S_IMODE(path.stat().st_mode) for path in folder.iterdir()}
-    assert files == dict.fromkeys(
-        [
-            "manifest.json",
-            "events.jsonl",
-            "transitions.jsonl",
-            "index.jsonl",
-            "metrics.json",
-            "logs.txt",
-            "calls.jsonl",
-        ],
-        0o600,
-    )
+    assert files == {
+        **dict.fromkeys(
+            [
+                "manifest.json",
+                "events.jsonl",
+                "transitions.jsonl",
+                "index.jsonl",
+                "summary.jsonl",
+                "progress.json",
+                "metrics.json",
+                "logs.txt",
+                "calls.jsonl",
+            ],
+            0o600,
+        ),
+        "rollout_trials": 0o700,
+    }
+    lock = folder.parent / ".locks" / f"{folder.name}.lock"
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
 
 
 # -- the workspace launcher stays inside rollouts/<rollout>/ -------------------------------------

@@ -1,62 +1,58 @@
-"""`index.jsonl` of an eval run (EVAL.md §6): one row per work item.
+"""`index.jsonl` and its copy `summary.jsonl` (EVAL.md §8), as the official tool writes them.
 
-Rewritten atomically at the end: `row_index, run_index, rollout_id, status, reward, tokens,
-duration_ms, error_type, resumed`. Items without a result have status `pending`; null values
-are omitted as in the journal (readers of the official layout drop lines holding nulls) and
-`resumed` is always a boolean: true when the result was carried over from an earlier session.
+One line per work item that has a result (its latest), sorted by `(row_index, run_index)`;
+an empty file when none has. Keys in this order, those without a value left out:
+`row_index, run_index, rollout_id, trajectory_filename, status, reward, tokens, duration_ms,
+error_type, resumed`, serialised with JSON's default separators (`", "`, `": "`):
+
+- `trajectory_filename`: `"trajectory.json"` when the attempt's trajectory is valid
+  (`core.eval.results.trials`), re-checked at every refresh;
+- `tokens`: the result's, else the trajectory's token totals;
+- `resumed`: `true` for a result carried over from an earlier invocation of the run and not
+  replaced in this one; absent otherwise.
+
+Pending items have no line: `progress.json` says how many there are in all. The official
+upload reads this file and refuses one that differs from these rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from pathlib import Path
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.eval.results.durable import json_line, write_bytes_atomic
-from core.eval.results.records import ItemKey, ItemResult, WorkItem
+from core.eval.results.records import ItemResult
+from core.eval.results.trials import TRAJECTORY_FILE, Trajectory
 
 
-def index_rows(
-    items: Iterable[WorkItem],
-    results: Mapping[ItemKey, ItemResult],
-    *,
-    resumed: Collection[ItemKey] = (),
-) -> list[dict[str, Any]]:
-    """One index row per work item, in `(row_index, run_index)` order.
-
-    `resumed` holds the keys whose result was carried over from an earlier session.
-    """
-    rows: list[dict[str, Any]] = []
-    for item in sorted(items, key=lambda item: item.key):
-        result = results.get(item.key)
-        row: dict[str, Any] = {
-            "row_index": item.row_index,
-            "run_index": item.run_index,
-            "rollout_id": None,
-            "status": "pending",
-            "reward": None,
-            "tokens": None,
-            "duration_ms": None,
-            "error_type": None,
-        }
-        if result is not None:
-            row.update(
-                rollout_id=result.rollout_id,
-                status=result.status,
-                reward=result.reward,
-                tokens=result.tokens,
-                duration_ms=result.duration_ms,
-                error_type=result.error_type,
-            )
-        row = {key: value for key, value in row.items() if value is not None}
-        row["resumed"] = result is not None and item.key in resumed
-        rows.append(row)
-    return rows
+def index_row(
+    result: ItemResult, *, trajectory: Trajectory | None, resumed: bool
+) -> dict[str, Any]:
+    """The index line of `result` (see the module docstring)."""
+    tokens = result.tokens
+    if tokens is None and trajectory is not None:
+        tokens = trajectory.tokens
+    row: dict[str, Any] = {
+        "row_index": result.row_index,
+        "run_index": result.run_index,
+        "rollout_id": result.rollout_id,
+        "trajectory_filename": TRAJECTORY_FILE if trajectory is not None else None,
+        "status": result.status,
+        "reward": result.reward,
+        "tokens": tokens,
+        "duration_ms": float(result.duration_ms),
+        "error_type": result.error_type,
+        "resumed": True if resumed else None,
+    }
+    return {key: value for key, value in row.items() if value is not None}
 
 
-def write_index(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Rewrite `index.jsonl` atomically with `rows` (see `index_rows`), one per line."""
-    write_bytes_atomic(path, b"".join(json_line(row) for row in rows))
+def render_index(rows: Iterable[Mapping[str, Any]]) -> bytes:
+    """The bytes of `index.jsonl` (and of `summary.jsonl`) for `rows`, sorted."""
+    ordered = sorted(rows, key=lambda row: (row["row_index"], row["run_index"]))
+    return "".join(
+        json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in ordered
+    ).encode("utf-8")
 
 
-__all__ = ["index_rows", "write_index"]
+__all__ = ["index_row", "render_index"]

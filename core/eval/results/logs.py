@@ -1,6 +1,15 @@
-"""`logs.txt` of an eval run (EVAL.md §6): `<ISO-8601 UTC> [source] message` lines.
+"""`logs.txt` of an eval run (EVAL.md §8), in the official line format.
 
-Every line is redacted before it reaches the file.
+`<UTC ISO-8601, microseconds, Z> <LEVEL> [<step>] <message>[ <details>]`, e.g.
+`2026-12-01T08:47:01.513075Z INFO [dispatch] dispatching rollout {"rollout_id":"…","row_index":0}`:
+LEVEL is `INFO`, `WARNING` or `ERROR` (a library logger's `DEBUG` or `CRITICAL` as it says),
+`step` says which part of the run speaks (`run`, `resume`, `dispatch`, `result`, `cancel`,
+`rollout-server` for the launched server's output, a logger's name for library records), and
+`details`, only when there are some, are canonical JSON (sorted keys, no spaces, nulls kept).
+A message of several lines becomes one such line per line.
+
+Every line is redacted before it reaches the file, which is created 0600 and appended to by
+every invocation of the run, as official.
 """
 
 from __future__ import annotations
@@ -8,16 +17,36 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from core.eval.redact import Redactor
-from core.eval.results.durable import open_append, write_all
+from core.eval.results.durable import canonical_json, open_append, write_all
 from core.eval.results.records import iso_utc
+
+DEFAULT_STEP = "run"
+
+
+def log_line(
+    message: str,
+    *,
+    step: str = DEFAULT_STEP,
+    level: str = "INFO",
+    details: Mapping[str, Any] | None = None,
+    stamp: str | None = None,
+) -> str:
+    """The `logs.txt` lines for `message`, unredacted, newline-terminated."""
+    prefix = f"{stamp or iso_utc()} {level.upper()} [{step}] "
+    suffix = f" {canonical_json(dict(details))}" if details else ""
+    lines = [line.rstrip("\r") for line in message.rstrip("\r\n").split("\n")]
+    lines[-1] += suffix
+    return "".join(f"{prefix}{line}\n" for line in lines)
 
 
 class RunLog:
-    """`logs.txt`: timestamped lines, every one redacted before it reaches the file.
+    """`logs.txt`: official-format lines, every one redacted before it reaches the file.
 
     `handler()` gives a `logging.Handler` writing through this log, so library loggers and
     a launched server's output end up in the same place. Writes after `close` are dropped:
@@ -32,12 +61,17 @@ class RunLog:
         #: The first write failure (a full or read-only disk): later lines are dropped.
         self.error: OSError | None = None
 
-    def write(self, message: str, *, source: str | None = None) -> None:
-        """Append `message`, one timestamped line per line of it."""
-        text = self.redactor.redact(message.rstrip("\r\n"))
-        prefix = f"{iso_utc()} " + (f"[{source}] " if source else "")
-        lines = (line.rstrip("\r") for line in text.split("\n"))
-        data = "".join(f"{prefix}{line}\n" for line in lines).encode("utf-8", "replace")
+    def write(
+        self,
+        message: str,
+        *,
+        step: str = DEFAULT_STEP,
+        level: str = "INFO",
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append `message` (one line per line of it) said by `step` at `level`."""
+        text = self.redactor.redact(log_line(message, step=step, level=level, details=details))
+        data = text.encode("utf-8", "replace")
         with self._lock:
             if self._fd is not None and self.error is None:
                 try:
@@ -71,13 +105,12 @@ class _RunLogHandler(logging.Handler):
     def __init__(self, log: RunLog, level: int) -> None:
         super().__init__(level)
         self._log = log
-        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self._log.write(self.format(record))
+            self._log.write(self.format(record), step=record.name, level=record.levelname)
         except Exception:
             self.handleError(record)
 
 
-__all__ = ["RunLog"]
+__all__ = ["DEFAULT_STEP", "RunLog", "log_line"]

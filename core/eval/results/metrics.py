@@ -1,41 +1,42 @@
-"""`metrics.json` of an eval run (EVAL.md §6), computed from the final item results.
+"""`metrics.json` of an eval run (EVAL.md §8): `{"eval_run": {...}, "summary": {...}}`.
 
-The counting follows the Osmosis platform's summary, so that a local number and the
-platform's agree:
+The summary is computed from the index rows (`core.eval.results.index`), with the rules,
+keys, order and number forms of the official tool (which follows the Osmosis platform, so a
+local number and the platform's agree); nothing is rounded:
 
-- Only finished items are samples. A pending item (never run, cancelled, or cut off by an
-  interrupt) counts nowhere: not in `total_samples`, not as failed, not in pass@k. So an
-  incomplete run reports on what it finished, and `total_items` only bounds the count.
-- `total_samples` = finished items (success + failed + skipped); `skipped` = successes the
-  workflow removed from the samples; `completed_samples` = `total_samples - skipped`.
-- Skipped items are not samples either way: they are out of `graded`, `passed`,
-  `reward_stats` and pass@k. Their tokens were spent, so they count in `tokens_used`.
-- `graded` = non-skipped items with a reward; `passed` = those with `reward >= threshold`.
-  A failed item without a reward is a non-pass, so `pass_rate` = `passed /
-  completed_samples` is not flattered by rows that broke. `pass_rate` is 0.0 when there are
-  no completed samples.
-- `reward_stats`: mean, median, population std, min and max of the graded rewards; all null
-  when nothing was graded.
-- `pass_at_k` (only when `n >= 2`, else `[]`): for k = 1, 2, 4, ... <= n, the unbiased
-  estimator `1 - C(a - c, k) / C(a, k)` per row, with `a` the row's finished non-skipped
-  attempts and `c` its passes, averaged over the rows with `a >= k`. In a complete run
-  without skips `a = n` for every row; rows short of k attempts (pending or skipped ones)
-  are left out of that k rather than guessed. A k no row qualifies for is left out.
+- Only finished items are samples: a pending item (never run, cancelled, cut off) counts
+  nowhere. `total_samples` = index rows; `skipped` = rows whose workflow removed the sample;
+  `failed` = failed rows; `completed_samples` = `total_samples - skipped`.
+- `graded` = non-skipped rows with a reward (a failed row with one counts); `passed` = those
+  with `reward >= pass_threshold`; `pass_rate` = `passed / completed_samples`, or the integer
+  `0` when there are none. A failed row without a reward is a non-pass.
+- `tokens_used` = all rows' tokens, skipped ones too (they were spent).
+- `reward_stats` {mean, median, std (population; 0.0 for one reward), min, max}: only when
+  at least one row was graded.
+- `n_runs` = the highest `run_index` + 1, only when that is at least 2; then `pass_at_k`,
+  for k = 1, 2, 4, ... <= n_runs, the unbiased estimator `1 - C(a - p, k) / C(a, k)` per row
+  (`a` its non-skipped attempts, `p` its passes) averaged over the rows with `a >= k`; only
+  when at least two such points exist.
 
 `progress()` counts a run in flight by the same rules (the dashboard's progress line, live and
 replayed), so its pass rate is the one `metrics.json` will say.
+
+`eval_run`: `id` (the manifest's `local_run_id`), `status` (`running` while the run lives,
+`finished` when every item has a result and nothing was interrupted, else `incomplete`),
+`name`, `dataset_name`, `model_name`, `rollout_name`, `duration_ms` (this invocation's, 0.0
+while it runs), `started_at` (this invocation's start) and `completed_at` (only `finished`).
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from typing import Any, Literal, TypeGuard
 
-from core.eval.results.records import ItemKey, ItemResult, iso_utc
+from core.eval.results.records import ItemResult
+
+RunState = Literal["running", "finished", "incomplete"]
 
 #: The reward a sample needs to pass when neither the config nor the flags say (as official).
 DEFAULT_PASS_THRESHOLD = 1.0
@@ -43,13 +44,21 @@ DEFAULT_PASS_THRESHOLD = 1.0
 
 def pass_at_k(attempts: int, passes: int, k: int) -> float:
     """Unbiased pass@k of one row: the chance that k of its attempts, drawn without
-    replacement, include a pass (Chen et al., 2021)."""
+    replacement, include a pass (Chen et al., 2021).
+
+    As the product `prod((a - p - i) / (a - i) for i < k)`, the form the official tool uses,
+    so both tools write the same float for the same results.
+    """
     if not 0 <= passes <= attempts or not 1 <= k <= attempts:
         raise ValueError(
             f"need 0 <= passes <= attempts and 1 <= k <= attempts: {passes}, {attempts}, {k}"
         )
-    # Exact integers, then one division: no cancellation error for large attempt counts.
-    return 1.0 - math.comb(attempts - passes, k) / math.comb(attempts, k)
+    if attempts - passes < k:
+        return 1.0
+    all_fail = 1.0
+    for i in range(k):
+        all_fail *= (attempts - passes - i) / (attempts - i)
+    return 1.0 - all_fail
 
 
 def _ks(n: int) -> list[int]:
@@ -61,32 +70,21 @@ def _ks(n: int) -> list[int]:
     return ks
 
 
-def _reward_stats(rewards: list[float]) -> dict[str, float | None]:
-    if not rewards:
-        return {"mean": None, "median": None, "std": None, "min": None, "max": None}
-    return {
-        "mean": statistics.fmean(rewards),
-        "median": float(statistics.median(rewards)),
-        "std": statistics.pstdev(rewards),
-        "min": min(rewards),
-        "max": max(rewards),
-    }
-
-
-def _final(results: Iterable[ItemResult]) -> dict[ItemKey, ItemResult]:
-    """One result per work item: a repeated key (straight from a journal) keeps the last."""
-    return {result.key: result for result in results}
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass
 class _Tally:
     """What the summary and the progress line are both counted from (module docstring)."""
 
+    threshold: float
     total: int = 0
     skipped: int = 0
     failed: int = 0
     passed: int = 0
     tokens_used: int = 0
+    max_run: int = -1
     rewards: list[float] = field(default_factory=list)
     #: Per row: finished non-skipped attempts, and how many of them passed.
     attempts: dict[int, int] = field(default_factory=dict)
@@ -96,68 +94,72 @@ class _Tally:
     def completed(self) -> int:
         return self.total - self.skipped
 
-
-def _tally(final: Iterable[ItemResult], pass_threshold: float) -> _Tally:
-    tally = _Tally()
-    for result in final:
-        tally.total += 1
-        if result.tokens is not None:
-            tally.tokens_used += result.tokens
-        if result.status == "skipped":
-            tally.skipped += 1
-            continue
-        if result.status == "failed":
-            tally.failed += 1
+    def add(self, row: int, run: int, status: str, *, reward: object, tokens: object) -> None:
+        self.total += 1
+        self.max_run = max(self.max_run, run)
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            self.tokens_used += tokens
+        if status == "skipped":
+            self.skipped += 1
+            return
+        if status == "failed":
+            self.failed += 1
         passing = False
-        if result.reward is not None:
-            tally.rewards.append(result.reward)
-            passing = result.reward >= pass_threshold
-            tally.passed += passing
-        row = result.row_index
-        tally.attempts[row] = tally.attempts.get(row, 0) + 1
-        tally.passes[row] = tally.passes.get(row, 0) + passing
-    return tally
+        if _is_number(reward):
+            self.rewards.append(float(reward))
+            passing = float(reward) >= self.threshold
+            self.passed += passing
+        self.attempts[row] = self.attempts.get(row, 0) + 1
+        self.passes[row] = self.passes.get(row, 0) + passing
 
 
-def compute_metrics(
-    results: Iterable[ItemResult], *, total_items: int, n: int, pass_threshold: float
-) -> dict[str, Any]:
-    """The `summary` object of `metrics.json` (see the module docstring for the rules).
-
-    `results` may repeat a key (e.g. straight from a journal); the last one wins, as in
-    `Journal.load`. `total_items` is the number of work items in the run, pending included.
-    """
-    if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
-    final = _final(results)
-    if len(final) > total_items:
-        raise ValueError(f"{len(final)} finished items but only {total_items} work items")
-    tally = _tally(final.values(), pass_threshold)
-
-    pass_at: list[dict[str, Any]] = []
-    if n >= 2:
-        for k in _ks(n):
-            values = [
-                pass_at_k(a, tally.passes[row], k) for row, a in tally.attempts.items() if a >= k
-            ]
-            if values:
-                pass_at.append({"k": k, "value": statistics.fmean(values)})
-
+def summarize(rows: Iterable[Mapping[str, Any]], *, pass_threshold: float) -> dict[str, Any]:
+    """The `summary` of `metrics.json` for index rows (see the module docstring)."""
+    tally = _Tally(pass_threshold)
+    for row in rows:
+        tally.add(
+            row["row_index"],
+            row["run_index"],
+            row["status"],
+            reward=row.get("reward"),
+            tokens=row.get("tokens"),
+        )
     completed = tally.completed
-    return {
+    summary: dict[str, Any] = {
         "total_samples": tally.total,
-        "skipped": tally.skipped,
         "completed_samples": completed,
-        "failed": tally.failed,
         "graded": len(tally.rewards),
         "passed": tally.passed,
-        "pass_rate": tally.passed / completed if completed else 0.0,
-        "pass_threshold": pass_threshold,
+        "failed": tally.failed,
+        "skipped": tally.skipped,
+        "pass_rate": tally.passed / completed if completed else 0,
+        "pass_threshold": float(pass_threshold),
         "tokens_used": tally.tokens_used,
-        "reward_stats": _reward_stats(tally.rewards),
-        "n_runs": n,
-        "pass_at_k": pass_at,
     }
+    rewards = tally.rewards
+    if rewards:
+        summary["reward_stats"] = {
+            "mean": statistics.fmean(rewards),
+            "median": statistics.median(rewards),
+            "std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+            "min": min(rewards),
+            "max": max(rewards),
+        }
+    n_runs = tally.max_run + 1
+    if n_runs >= 2:
+        summary["n_runs"] = n_runs
+        points: list[dict[str, Any]] = []
+        for k in _ks(n_runs):
+            values = [
+                pass_at_k(tally.attempts[row], tally.passes[row], k)
+                for row in sorted(tally.attempts)
+                if tally.attempts[row] >= k
+            ]
+            if values:
+                points.append({"k": k, "value": statistics.fmean(values)})
+        if len(points) >= 2:
+            summary["pass_at_k"] = points
+    return summary
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class Progress:
 
     @property
     def pass_rate(self) -> float | None:
-        """`passed / completed`; None until a sample completed (metrics.json says 0.0)."""
+        """`passed / completed`; None until a sample completed (metrics.json says 0)."""
         return self.passed / self.completed if self.completed else None
 
     @property
@@ -188,7 +190,15 @@ class Progress:
 def progress(results: Iterable[ItemResult], *, total_items: int, pass_threshold: float) -> Progress:
     """The progress of a run from the results it has so far (a repeated key keeps the last):
     the numbers its `metrics.json` has, or will have, for the same results and threshold."""
-    tally = _tally(_final(results).values(), pass_threshold)
+    tally = _Tally(pass_threshold)
+    for result in {result.key: result for result in results}.values():
+        tally.add(
+            result.row_index,
+            result.run_index,
+            result.status,
+            reward=result.reward,
+            tokens=result.tokens,
+        )
     return Progress(
         done=tally.total,
         total=total_items,
@@ -208,38 +218,41 @@ def recorded_pass_threshold(document: object) -> float | None:
     return float(threshold)
 
 
+@dataclass(frozen=True)
+class RunIdentity:
+    """What `eval_run` says about the run besides its state."""
+
+    local_run_id: str
+    run_name: str
+    dataset_name: str
+    model_name: str
+    rollout_name: str
+    started_at: str
+    """This invocation's start (ISO 8601 UTC, `core.eval.results.records.iso_utc`)."""
+
+
 def metrics_document(
     summary: Mapping[str, Any],
+    identity: RunIdentity,
     *,
-    run_name: str,
-    status: str,
-    dataset_name: str,
-    model_name: str,
-    rollout_name: str,
-    started_at: str | datetime,
-    completed_at: str | datetime | None,
-    duration_ms: int,
+    state: RunState,
+    duration_ms: float = 0.0,
+    completed_at: str | None = None,
 ) -> dict[str, Any]:
-    """The whole `metrics.json`: `{eval_run: {...}, summary: {...}}`.
-
-    Datetimes are written as ISO 8601 UTC; `completed_at` is null for a run that has not
-    ended (a snapshot taken while it runs).
-    """
-
-    def stamp(moment: str | datetime | None) -> str | None:
-        return iso_utc(moment) if isinstance(moment, datetime) else moment
-
+    """The whole `metrics.json`; `completed_at` is written for a `finished` run only."""
+    eval_run: dict[str, Any] = {
+        "id": identity.local_run_id,
+        "status": state,
+        "name": identity.run_name,
+        "dataset_name": identity.dataset_name,
+        "model_name": identity.model_name,
+        "rollout_name": identity.rollout_name,
+        "duration_ms": float(duration_ms),
+        "started_at": identity.started_at,
+        "completed_at": completed_at if state == "finished" else None,
+    }
     return {
-        "eval_run": {
-            "name": run_name,
-            "status": status,
-            "dataset_name": dataset_name,
-            "model_name": model_name,
-            "rollout_name": rollout_name,
-            "duration_ms": duration_ms,
-            "started_at": stamp(started_at),
-            "completed_at": stamp(completed_at),
-        },
+        "eval_run": {key: value for key, value in eval_run.items() if value is not None},
         "summary": dict(summary),
     }
 
@@ -247,9 +260,11 @@ def metrics_document(
 __all__ = [
     "DEFAULT_PASS_THRESHOLD",
     "Progress",
-    "compute_metrics",
+    "RunIdentity",
+    "RunState",
     "metrics_document",
     "pass_at_k",
     "progress",
     "recorded_pass_threshold",
+    "summarize",
 ]

@@ -1,0 +1,135 @@
+"""The snapshot files of a run folder, rewritten together from the results (EVAL.md §8).
+
+`index.jsonl`, `summary.jsonl`, `progress.json` and `metrics.json`, plus the projections
+under `trajectories/` and `artifacts/`, are all rebuilt from the journal's latest results and
+the `rollout_trials/` tree; none of them decides what a resume runs. They are written, as by
+the official tool:
+
+- when the run starts (every projection re-checked: a resumed run may come from the other
+  tool, or a trajectory may have landed after a crash), `metrics.json` saying `running`;
+- as items finish: the item's projection at once; the other files at most every
+  `REFRESH_INTERVAL_SEC` (the official tool rewrites them after every item, which costs a
+  run of thousands of items more than the items themselves);
+- at the end, whole, with the run's final state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+from core.eval.results.durable import write_bytes_atomic, write_json_atomic
+from core.eval.results.folder import RunFolder
+from core.eval.results.index import index_row, render_index
+from core.eval.results.metrics import RunIdentity, RunState, metrics_document, summarize
+from core.eval.results.progress import progress_document
+from core.eval.results.projections import project_item
+from core.eval.results.records import ItemKey, ItemResult
+from core.eval.results.trials import TrialsView
+
+logger = logging.getLogger(__name__)
+
+REFRESH_INTERVAL_SEC = 2.0
+
+
+class Snapshots:
+    """Writes the snapshot files of one run folder (see the module docstring)."""
+
+    def __init__(
+        self,
+        folder: RunFolder,
+        identity: RunIdentity,
+        *,
+        pass_threshold: float,
+        sampled_rows: int,
+        n: int,
+        total_dataset_rows: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.folder = folder
+        self.identity = identity
+        self.pass_threshold = pass_threshold
+        self.progress = progress_document(
+            sampled_rows=sampled_rows, n=n, total_dataset_rows=total_dataset_rows
+        )
+        self.trials = TrialsView(folder.trials_dir)
+        self._clock = clock
+        self._written_at: float | None = None
+        self._failed = False
+
+    def index_rows(
+        self, results: Mapping[ItemKey, ItemResult], resumed: Collection[ItemKey]
+    ) -> list[dict[str, Any]]:
+        return [
+            index_row(
+                results[key],
+                trajectory=self.trials.trajectory(results[key].rollout_id),
+                resumed=key in resumed,
+            )
+            for key in sorted(results)
+        ]
+
+    def write(
+        self,
+        results: Mapping[ItemKey, ItemResult],
+        resumed: Collection[ItemKey],
+        *,
+        state: RunState = "running",
+        duration_ms: float = 0.0,
+        completed_at: str | None = None,
+        project: Iterable[ItemKey] | None = None,
+    ) -> dict[str, Any]:
+        """Rewrite every snapshot; project the items of `project` (None: all). Returns the
+        summary written to `metrics.json`. `OSError` when a file cannot be written."""
+        for key in sorted(results) if project is None else project:
+            self._project(results[key])
+        rows = self.index_rows(results, resumed)
+        data = render_index(rows)
+        write_bytes_atomic(self.folder.index_path, data)
+        write_bytes_atomic(self.folder.summary_path, data)  # the same bytes, as official
+        write_json_atomic(self.folder.progress_path, self.progress)
+        summary = summarize(rows, pass_threshold=self.pass_threshold)
+        document = metrics_document(
+            summary, self.identity, state=state, duration_ms=duration_ms, completed_at=completed_at
+        )
+        write_json_atomic(self.folder.metrics_path, document)
+        self._written_at = self._clock()
+        return summary
+
+    def item_finished(
+        self,
+        result: ItemResult,
+        results: Mapping[ItemKey, ItemResult],
+        resumed: Collection[ItemKey],
+    ) -> None:
+        """`result` was journaled: project it, and refresh the rest when it is time.
+
+        Never raises: the result is safe in the journal, and the end of the run writes the
+        snapshots again (a failure then is reported).
+        """
+        try:
+            self._project(result)
+            due = self._written_at is None or (
+                self._clock() - self._written_at >= REFRESH_INTERVAL_SEC
+            )
+            if due:
+                self.write(results, resumed, project=())
+        except OSError as exc:
+            if not self._failed:
+                self._failed = True
+                logger.warning(
+                    "cannot refresh the results snapshots in %s: %s", self.folder.path, exc
+                )
+
+    def _project(self, result: ItemResult) -> None:
+        project_item(
+            result,
+            self.trials,
+            trajectories_dir=self.folder.trajectories_dir,
+            artifacts_dir=self.folder.artifacts_dir,
+        )
+
+
+__all__ = ["REFRESH_INTERVAL_SEC", "Snapshots"]
