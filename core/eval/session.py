@@ -221,6 +221,17 @@ class EvalSession:
                 results[result.key] = result
                 resumed.discard(result.key)
                 snapshots.item_finished(result, results, resumed)
+                log.write(
+                    "work item finished",
+                    step="result",
+                    details={
+                        "reward": result.reward,
+                        "rollout_id": result.rollout_id,
+                        "row_index": result.row_index,
+                        "run_index": result.run_index,
+                        "status": result.status,
+                    },
+                )
                 self.on_result(result)
 
             status: RunStatus = "complete"
