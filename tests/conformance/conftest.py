@@ -11,8 +11,8 @@ from tests.conformance.venv import NoPython312, VenvBuildError, ensure_venv
 
 @pytest.fixture(scope="session")
 def official_python() -> Path:
-    """Python of the cached 3.12 venv holding osmosis-ai[server,openai-agents]==0.3.8 and
-    this project.
+    """Python of the cached 3.12 venv holding osmosis-ai 0.3.8 (see `tests.conformance.venv`)
+    and this project.
 
     Skips when the machine has no Python 3.12; fails (with pip's output) when the build fails.
     """

@@ -9,9 +9,9 @@ sessions wait for one build instead of racing each other.
 The project itself is installed into the venv too (`pip install -e <repo>`), so a test can also
 run our own client on Python 3.12, next to the official package.
 
-The official package comes with its `server` extra and its `openai-agents` extra (the OpenAI
-Agents SDK and LiteLLM), so a test can run an official template-style rollout built on
-`osmosis_ai.rollout.integrations.agents.openai_agents`.
+The official package comes with its `server` extra, its `eval` extra (`osmosis eval run` and
+the upload checks, `prepare_eval_upload_plan`) and its `openai-agents` extra, plus `uv`: the
+official `osmosis eval run` launches a workspace's rollout with the `uv` beside its interpreter.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ STAMP = VENV_DIR / ".conformance-stamp.json"
 LOCK = CACHE_DIR / "venv312.lock"
 BUILD_LOG = CACHE_DIR / "venv312-build.log"
 
-OFFICIAL_REQUIREMENT = "osmosis-ai[server,openai-agents]==0.3.8"
+OFFICIAL_REQUIREMENT = "osmosis-ai[server,eval,openai-agents]==0.3.8"
+# Not a dependency of osmosis-ai, but what its `osmosis eval run` launches rollouts with.
+UV_REQUIREMENT = "uv==0.13.9"
 OFFICIAL_VERSION = "0.3.8"
 PYTHON_ENV = "OSMOSIS_CONFORMANCE_PYTHON"  # optional: an explicit Python 3.12 interpreter
 
@@ -152,7 +154,7 @@ def requirement_set(interpreter: str) -> dict[str, Any]:
     return {
         "stamp_version": STAMP_VERSION,
         "interpreter": str(Path(interpreter).resolve()),
-        "requirements": [OFFICIAL_REQUIREMENT, f"-e {REPO}"],
+        "requirements": [OFFICIAL_REQUIREMENT, UV_REQUIREMENT, f"-e {REPO}"],
         "project": _project_dependencies(),
     }
 
@@ -242,16 +244,17 @@ def _build(interpreter: str, wanted: dict[str, Any]) -> None:
             "--disable-pip-version-check",
             "--no-input",
             OFFICIAL_REQUIREMENT,
+            UV_REQUIREMENT,
             "-e",
             str(REPO),
         ],
-        f"pip install {OFFICIAL_REQUIREMENT} -e {REPO}",
+        f"pip install {OFFICIAL_REQUIREMENT} {UV_REQUIREMENT} -e {REPO}",
         log,
     )
     check = (
         "import importlib.metadata as m, osmosis_ai.rollout.client, "
         "osmosis_ai.rollout.server, osmosis_ai.rollout.integrations.agents.openai_agents, "
-        "core, server_stub; "
+        "osmosis_ai.platform.cli.eval_upload, core, server_stub; "
         "print(m.version('osmosis-ai'))"
     )
     probe = subprocess.run(
