@@ -10,7 +10,9 @@ rows pass, score below the threshold, fail and skip, n = 2), the official `osmos
 - each tool finds nothing to run in the other's complete run, and resumes the other's
   partial run;
 - the official upload check (`prepare_eval_upload_plan`) accepts our folder;
-- the per-name lock keeps either tool out of a run the other holds.
+- the per-name lock keeps either tool out of a run the other holds;
+- the rollout source digest (the lock's code fingerprint) is the official one on a tree with
+  every awkward case.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pytest
 
 from core.eval.config import load_config
 from core.eval.results.lock import RunLock
+from core.eval.results.source_digest import rollout_source_digest
 from tests.conformance.official_eval import (
     CONFIG,
     EVALS,
@@ -387,3 +390,50 @@ def test_the_run_lock_is_shared_by_both_tools(runs: Runs) -> None:
     if Path("/proc/locks").exists():  # where the holder can be named
         assert f"(process {holder.pid})" in ours.stderr
     assert not (output / "also").exists()  # refused before anything was written
+
+
+# -- the rollout source digest ----------------------------------------------------------------
+
+_OFFICIAL_DIGEST = """
+import sys
+from pathlib import Path
+from osmosis_ai.eval.local.runner import compute_source_digest
+exclude = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+print(compute_source_digest(Path(sys.argv[1]), exclude=exclude))
+"""
+
+
+def test_the_source_digest_is_the_official_one_on_an_awkward_tree(
+    official_python: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "rollout"
+    files = {
+        "main.py": "code",
+        "a/x": "1",
+        "a-b/x": "2",  # component order: a/x before a-b/x
+        ".env": "hidden files count",
+        "é/ü.py": "non-ASCII names",
+        "sub/build": "a file named build is left out",
+        "x.egg-info/PKG-INFO": "left out",
+        "uv.lock": "left out",
+        ".venv/lib/site.py": "left out",
+        "node_modules/m.js": "left out",
+        "out/run/events.jsonl": "the output root, when inside",
+    }
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    (root / "link.py").symlink_to(root / "main.py")
+
+    def official(*args: Path) -> str:
+        done = subprocess.run(
+            [str(official_python), "-c", _OFFICIAL_DIGEST, *map(str, args)],
+            env=official_env(official_python),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    assert rollout_source_digest(root) == official(root)
+    assert rollout_source_digest(root, exclude=root / "out") == official(root, root / "out")

@@ -4,12 +4,14 @@ and key or flag; servers that cannot be reached or die exit 1 and keep what fini
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from core.eval.results.lock import RunLock
 from tests.eval_run.command import run_eval, start_eval
 from tests.eval_run.files import multiply_rows, pending_items, read_jsonl, run_folder, write_jsonl
 from tests.eval_run.servers import ServedDemo, served_demo
@@ -197,3 +199,21 @@ def test_workspace_without_its_entrypoint_says_which_server_to_give(
         "configs/eval.toml", "--server", demo_server.url, "--chat-url", "stub", cwd=workspace
     )
     assert served.returncode == 0, served.stderr
+
+
+def test_a_second_run_of_a_live_name_is_refused_at_once(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    dataset = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(2))
+    args = ("--server", demo_server.url, "--dataset-file", str(dataset), "--name", "busy")
+    output = tmp_path / ".osmosis" / "evals"
+    with RunLock.acquire(output, "busy"):  # what a live run of that name holds
+        refused = run_eval(*args, cwd=tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    assert "run 'busy' is already running" in refused.stderr
+    assert "holds .osmosis/evals/.locks/busy.lock;" in refused.stderr
+    if Path("/proc/locks").exists():  # where the holder can be named: this test's process
+        assert f"(process {os.getpid()})" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (output / "busy").exists(), "refused before anything was written"
+    assert run_eval(*args, cwd=tmp_path).returncode == 0  # free once the other run ends
