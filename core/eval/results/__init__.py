@@ -1,9 +1,13 @@
-"""The results folder of an eval run (EVAL.md §6), one module per file kind.
+"""The results folder of an eval run (EVAL.md §8), one module per file kind.
 
-`folder` opens `<output>/<run-name>/` and writes its manifest; `events` is the fsync'd journal
-(`events.jsonl`), `transitions` the replay log, `index` and `metrics` the summaries written at
-the end, `logs` the redacted `logs.txt`. `records` holds the work items and results they
-record, `durable` the write helpers they share.
+In the official shapes (osmosis-ai 0.3.8), so that either tool resumes the other's runs and
+the official upload accepts ours: `folder` opens `<output>/<run-name>/` and names it,
+`manifest` is its resume lock (with `source_digest` and `provenance` for two of its parts),
+`lock` keeps a second run of the same name out, `events` is the fsync'd journal, `snapshots`
+rewrites `index` (index.jsonl and summary.jsonl), `progress`, `metrics` and the `projections`
+of what the rollout server left in `rollout_trials/` (`trials`), and `logs` is the redacted
+`logs.txt`. Ours besides: `transitions`, the replay log. `records` holds the work items and
+results they record, `durable` the write helpers they share.
 
 These modules import only the standard library, each other, `core.eval.redact` and
 `core.eval.errors`, never the HTTP stack (httpx, aiohttp, pydantic): a process that only
