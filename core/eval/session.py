@@ -373,7 +373,7 @@ class EvalSession:
         # The provider keys (as the environment holds them now) are masked everywhere.
         self.redactor = self.redactor.with_secrets([*upstream.secrets, *ambient_secret_values()])
         log.redactor = self.redactor
-        log.write(f"model: {plan.upstream.describe()}; preflight call")
+        log.write(f"model: {plan.upstream.describe()}; preflight call", step="preflight")
         warning = await preflight(upstream)  # logged by preflight itself
         if warning is not None:
             self.on_notice(self.redactor.redact(warning))
@@ -398,7 +398,7 @@ class EvalSession:
         log.redactor = self.redactor
         await stack.enter_async_context(gateway)
         advertised = f", advertised as {request.advertise_url}" if request.advertise_url else ""
-        log.write(f"model gateway on {gateway.base_url}{advertised}")
+        log.write(f"model gateway on {gateway.base_url}{advertised}", step="listener")
         self.gateway = gateway
         return gateway
 
