@@ -44,6 +44,7 @@ from tests.conformance.official_eval import (
     run_our_eval,
     stub_model,
 )
+from tests.eval_run.command import REPO
 from tests.eval_run.files import read_jsonl
 
 pytestmark = pytest.mark.conformance
@@ -316,13 +317,18 @@ def test_the_official_tool_resumes_our_partial_run(runs: Runs) -> None:
 def test_we_resume_the_official_partial_run_on_the_launched_workspace(runs: Runs) -> None:
     folder = _cut(runs, runs.official, "official-partial", keep=7)
     kept = read_jsonl(folder / "events.jsonl")
-    # Our launcher runs the workspace's rollout with uv: the conformance venv's, on its Python.
+    # Our launcher runs the workspace's rollout with uv on the conformance venv's Python; the
+    # rollout's own environment holds osmosis-ai, so nothing of this interpreter's packages may
+    # be on its path (the acceptance tests' fixture rollouts need them, this one must not).
     uv = {
         key: official_env(runs.python)[key] for key in ("PATH", "UV_PYTHON", "UV_PYTHON_DOWNLOADS")
     }
     summary = envelope(
         run_our_eval(
-            runs.workspace, "--chat-url", runs.model_url, "--name", "official-partial", **uv
+            runs.workspace,
+            *("--chat-url", runs.model_url, "--name", "official-partial"),
+            PYTHONPATH=str(REPO),
+            **uv,
         )
     )
     assert (summary["items"]["resumed"], summary["items"]["done"]) == (7, ROWS * N)
