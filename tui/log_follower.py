@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import TextIO
 
-from core.eval.safe_text import terminal_safe
+from core.eval.safe_text import replace_unsafe
 
 POLL_SEC = 0.2
 
@@ -45,5 +45,5 @@ class LogFollower:
         self._offset += len(data)
         *lines, self._partial = (self._partial + data).split(b"\n")
         for line in lines:
-            text = terminal_safe(line.decode("utf-8", "replace"))
+            text = replace_unsafe(line.decode("utf-8", "replace"))
             print(text, file=self.stream, flush=True)
