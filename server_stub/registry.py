@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import TypeAlias
 
 from core.lease import ServerLease
 from core.types import (
@@ -24,6 +25,10 @@ logger = logging.getLogger(__name__)
 
 # A backend's answer to cancel_rollouts that the server takes as final for that id.
 _BACKEND_DISPOSITIONS = frozenset(CancelDisposition)
+
+#: Told each status the server gives one rollout, once each, in order: `queued` once its task
+#: exists, then what the backend reports, then the terminal status (PROTOCOL.md §8).
+StatusObserver: TypeAlias = Callable[[RolloutStatus], None]
 
 
 class UnknownRollout(KeyError):
@@ -40,6 +45,7 @@ class RolloutEntry:
     __slots__ = (
         "disposition",
         "lease",
+        "observer",
         "progress",
         "result",
         "result_json",
@@ -55,10 +61,12 @@ class RolloutEntry:
         *,
         on_expire: Callable[[], None],
         on_status: Callable[[RolloutStatus], None],
+        observer: StatusObserver | None = None,
     ) -> None:
         self.rollout_id = rollout_id
         self.lease = ServerLease(lease_length_sec, on_expire)
         self.progress = RolloutProgress(on_status=on_status)
+        self.observer = observer
         self.result: RolloutResultResponse | None = None
         # The terminal body, encoded once: finished rollouts are polled again and again.
         self.result_json = b""
@@ -102,13 +110,16 @@ class RolloutRegistry:
 
     # -- admission ---------------------------------------------------------------------------
 
-    def register(self, rollout_id: str) -> tuple[RolloutEntry, str]:
+    def register(
+        self, rollout_id: str, observer: StatusObserver | None = None
+    ) -> tuple[RolloutEntry, str]:
         """Add an entry with a fresh lease; the caller has checked for duplicates."""
         entry = RolloutEntry(
             rollout_id,
             self.polling_lease_timeout_sec,
             on_expire=lambda: self._expire(entry),
-            on_status=lambda _status: self._wake(entry),
+            on_status=lambda status: self._status_changed(entry, status),
+            observer=observer,
         )
         token = entry.lease.issue_token()
         entry.lease.arm()
@@ -122,9 +133,11 @@ class RolloutRegistry:
             del self.entries[entry.rollout_id]
 
     def bind(self, entry: RolloutEntry, task: asyncio.Task[None]) -> None:
+        """Attach the execution task; from now on the rollout is `queued` for its observer."""
         entry.task = task
         self.active += 1
         task.add_done_callback(lambda done: self._task_done(entry, done))
+        _tell(entry, RolloutStatus.QUEUED)
 
     # -- results -----------------------------------------------------------------------------
 
@@ -145,6 +158,7 @@ class RolloutRegistry:
         entry.progress.status = response.status
         entry.lease.stop()
         self._wake(entry)
+        _tell(entry, response.status)
         self._after(self.result_retention_sec, lambda: self._remove_when_idle(entry))
 
     def _expire(self, entry: RolloutEntry) -> None:
@@ -207,6 +221,10 @@ class RolloutRegistry:
             timer.cancel()
             if waiter in entry.waiters:  # the request went away before any change
                 entry.waiters.remove(waiter)
+
+    def _status_changed(self, entry: RolloutEntry, status: RolloutStatus) -> None:
+        self._wake(entry)
+        _tell(entry, status)
 
     def _wake(self, entry: RolloutEntry) -> None:
         waiters, entry.waiters = entry.waiters, []
@@ -287,6 +305,16 @@ class RolloutRegistry:
         for entry in self.entries.values():
             entry.lease.stop()
             self._wake(entry)
+
+
+def _tell(entry: RolloutEntry, status: RolloutStatus) -> None:
+    if entry.observer is None:
+        return
+    try:
+        entry.observer(status)
+    except Exception:
+        # What the server publishes besides the API must never change the rollout itself.
+        logger.exception("status observer of rollout %s failed", entry.rollout_id)
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:
