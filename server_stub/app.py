@@ -30,6 +30,8 @@ from core.types import (
     RolloutStatus,
 )
 from server_stub.backend import ExecutionBackend, ExecutionRequest, classify_error
+from server_stub.feeds import RolloutFeeds
+from server_stub.ownership import INSTANCE_ID_ENV
 from server_stub.registry import InvalidLease, RolloutEntry, RolloutRegistry, UnknownRollout
 from server_stub.results import encode_result, save_artifacts, shape_result
 from server_stub.workflow import RolloutContext
@@ -39,7 +41,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_RESULT_WAIT_TIMEOUT_SEC = 30.0
 DEFAULT_POLLING_LEASE_TIMEOUT_SEC = 120.0
 DEFAULT_RESULT_RETENTION_SEC = 900.0
-INSTANCE_ID_ENV = "_OSMOSIS_ROLLOUT_INSTANCE_ID"
 
 # Shutdown: wait for work to finish, then cancel it, then force it (PROTOCOL.md §5.8).
 DRAIN_WAIT_SEC = 10.0
@@ -50,7 +51,7 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
 
 class RolloutServer:
-    """The state behind the routes: admission, the registry and the rollout tasks."""
+    """The state behind the routes: admission, the registry, the rollout tasks and the feeds."""
 
     def __init__(
         self,
@@ -58,9 +59,11 @@ class RolloutServer:
         registry: RolloutRegistry,
         instance_id: str,
         process_id: str,
+        feeds: RolloutFeeds,
     ) -> None:
         self.backend = backend
         self.registry = registry
+        self.feeds = feeds
         self.instance_id = instance_id
         self.process_id = process_id
         self.accepting = True
@@ -84,12 +87,22 @@ class RolloutServer:
             return _detail(429, "rollout queue is full; retry later", {"Retry-After": "5"})
         if request.rollout_id in self.registry.entries:
             return _detail(409, "rollout_id is already registered")
-        entry, token = self.registry.register(request.rollout_id)
+        context = RolloutContext(
+            chat_completions_url=request.chat_completions_url,
+            api_key=request.llm_api_key,
+            rollout_id=request.rollout_id,
+            process_id=self.process_id,
+        )
+        entry, token = self.registry.register(
+            request.rollout_id, self.feeds.watch(request, context)
+        )
+        context.progress = entry.progress
         try:
-            task = asyncio.get_running_loop().create_task(self._run(entry, request))
+            task = asyncio.get_running_loop().create_task(self._run(entry, request, context))
         except BaseException:
             self.registry.discard(entry)
             raise
+        # The rollout becomes `queued` for the feeds here: its task exists, the 202 is not sent.
         self.registry.bind(entry, task)
         return Response(
             _admission_body(request.rollout_id, token, self.registry),
@@ -97,16 +110,11 @@ class RolloutServer:
             media_type="application/json",
         )
 
-    async def _run(self, entry: RolloutEntry, request: RolloutInitRequest) -> None:
+    async def _run(
+        self, entry: RolloutEntry, request: RolloutInitRequest, context: RolloutContext
+    ) -> None:
         if not self.backend.reports_running:
             await entry.progress.set_status(RolloutStatus.RUNNING)
-        context = RolloutContext(
-            chat_completions_url=request.chat_completions_url,
-            api_key=request.llm_api_key,
-            rollout_id=request.rollout_id,
-            progress=entry.progress,
-            process_id=self.process_id,
-        )
         execution = ExecutionRequest.model_construct(
             id=request.rollout_id,
             prompt=request.initial_messages,
@@ -162,6 +170,7 @@ class RolloutServer:
                 await asyncio.wait(pending_set, timeout=FORCE_WAIT_SEC)
         await self.backend.shutdown()
         self.registry.close()
+        await self.feeds.close()
 
 
 def _admission_body(rollout_id: str, token: str, registry: RolloutRegistry) -> bytes:
@@ -225,8 +234,15 @@ def create_rollout_server(
     polling_lease_timeout_sec: float = DEFAULT_POLLING_LEASE_TIMEOUT_SEC,
     result_retention_sec: float = DEFAULT_RESULT_RETENTION_SEC,
     api_key: str | None = None,
+    otlp_endpoint: str | None = None,
 ) -> FastAPI:
-    """Build the rollout server app around `backend` (PROTOCOL.md §2.7)."""
+    """Build the rollout server app around `backend` (PROTOCOL.md §2.7).
+
+    Our extension, for in-process servers: `otlp_endpoint` (an OTLP/HTTP base URL) turns the
+    ownership events on (PROTOCOL.md §8.1). None, the default, reads
+    `OSMOSIS_ROLLOUT_OTLP_ENDPOINT` at server start, as the official server does; an empty
+    string keeps the feed off whatever the environment says.
+    """
     if api_key is not None and not api_key.strip():
         raise ValueError("api_key must be non-empty when provided")
     if not math.isfinite(result_wait_timeout_sec) or result_wait_timeout_sec <= 0:
@@ -260,16 +276,23 @@ def create_rollout_server(
         encode_result=encode_result,
     )
     server = RolloutServer(
-        backend, registry, os.environ.get(INSTANCE_ID_ENV) or process_id, process_id
+        backend,
+        registry,
+        os.environ.get(INSTANCE_ID_ENV) or process_id,
+        process_id,
+        RolloutFeeds(otlp_endpoint=otlp_endpoint),
     )
 
     @asynccontextmanager
     async def server_lifespan(app: FastAPI) -> AsyncIterator[None]:
         if lifespan is None:
+            server.feeds.start()
             yield
             await server.shutdown()
             return
         async with lifespan(app):
+            # After the application's own startup, which may set the feeds' variables.
+            server.feeds.start()
             yield
             await server.shutdown()
 

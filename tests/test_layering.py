@@ -55,6 +55,30 @@ def test_importing_server_stub_loads_neither_the_client_nor_aiohttp() -> None:
     assert "core.handle" not in loaded
 
 
+def test_a_server_without_ownership_events_never_loads_the_opentelemetry_sdk() -> None:
+    # The SDK, its OTLP exporter, protobuf and requests cost start-up time: loaded only when the
+    # feed is on. (FastAPI itself loads the OpenTelemetry API, which is not ours to avoid.)
+    script = (
+        "import asyncio, json, os, sys\n"
+        "os.environ.pop('OSMOSIS_ROLLOUT_OTLP_ENDPOINT', None)\n"
+        "from server_stub import LocalBackend, create_rollout_server\n"
+        "from tests.server.plugins import Echo\n"
+        "app = create_rollout_server(backend=LocalBackend(workflow=Echo))\n"
+        "async def started_and_stopped():\n"
+        "    async with app.router.lifespan_context(app):\n"
+        "        pass\n"
+        "asyncio.run(started_and_stopped())\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stdout))
+    assert not {m for m in loaded if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter"))}
+    assert not _tops(loaded) & {"google", "requests"}
+
+
 def test_the_plug_in_api_loads_no_http_client() -> None:
     # What a rollout file imports: the workflow and grader classes.
     loaded = _loaded_after(["server_stub.workflow"])
