@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,21 +129,9 @@ def trajectory_document(
     """An ATIF-style trajectory: one step per message, with the outcome and request extras."""
     sample = result.sample
     assert sample is not None and sample.trajectory_messages is not None
-    sources = {"user": "user", "system": "system", "assistant": "agent", "tool": "environment"}
-    steps = [
-        {
-            "step_id": index,
-            "source": sources.get(str(message.get("role")), "environment"),
-            "message": json_fit(message.get("content")),
-            **({"tool_calls": json_fit(message["tool_calls"])} if "tool_calls" in message else {}),
-        }
-        for index, message in enumerate(sample.trajectory_messages, start=1)
-    ]
     return {
-        "schema_version": "ATIF-v1.2",
-        "session_id": request.rollout_id,
-        "agent": {"name": "osmosis-tui server_stub", "version": "0.1.0"},
-        "steps": steps,
+        **trajectory_head(request.rollout_id),
+        "steps": trajectory_steps(sample.trajectory_messages),
         "final_metrics": {"reward": sample.reward, **json_fit(sample.metrics)},
         "extra": {
             "osmosis": {
@@ -156,6 +145,31 @@ def trajectory_document(
             }
         },
     }
+
+
+def trajectory_head(rollout_id: str) -> dict[str, Any]:
+    """What opens every trajectory document of a rollout (trajectory.json, preview.json)."""
+    return {
+        "schema_version": "ATIF-v1.2",
+        "session_id": rollout_id,
+        "agent": {"name": "osmosis-tui server_stub", "version": "0.1.0"},
+    }
+
+
+_STEP_SOURCES = {"user": "user", "system": "system", "assistant": "agent", "tool": "environment"}
+
+
+def trajectory_steps(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One step per chat message, numbered from 1, JSON-safe."""
+    return [
+        {
+            "step_id": index,
+            "source": _STEP_SOURCES.get(str(message.get("role")), "environment"),
+            "message": json_fit(message.get("content")),
+            **({"tool_calls": json_fit(message["tool_calls"])} if "tool_calls" in message else {}),
+        }
+        for index, message in enumerate(messages, start=1)
+    ]
 
 
 def _write_json(path: Path, document: Any) -> None:
