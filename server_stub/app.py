@@ -235,13 +235,15 @@ def create_rollout_server(
     result_retention_sec: float = DEFAULT_RESULT_RETENTION_SEC,
     api_key: str | None = None,
     otlp_endpoint: str | None = None,
+    preview_root: str | os.PathLike[str] | None = None,
 ) -> FastAPI:
     """Build the rollout server app around `backend` (PROTOCOL.md §2.7).
 
-    Our extension, for in-process servers: `otlp_endpoint` (an OTLP/HTTP base URL) turns the
-    ownership events on (PROTOCOL.md §8.1). None, the default, reads
-    `OSMOSIS_ROLLOUT_OTLP_ENDPOINT` at server start, as the official server does; an empty
-    string keeps the feed off whatever the environment says.
+    Our extensions, for in-process servers: `otlp_endpoint` (an OTLP/HTTP base URL) turns the
+    ownership events on and `preview_root` (an absolute folder) the live previews (PROTOCOL.md
+    §8). None, the default, reads `OSMOSIS_ROLLOUT_OTLP_ENDPOINT` and
+    `_OSMOSIS_ROLLOUT_PREVIEW_ROOT` at server start, as the official server does; an empty
+    string keeps that feed off whatever the environment says.
     """
     if api_key is not None and not api_key.strip():
         raise ValueError("api_key must be non-empty when provided")
@@ -280,7 +282,7 @@ def create_rollout_server(
         registry,
         os.environ.get(INSTANCE_ID_ENV) or process_id,
         process_id,
-        RolloutFeeds(otlp_endpoint=otlp_endpoint),
+        RolloutFeeds(otlp_endpoint=otlp_endpoint, preview_root=preview_root),
     )
 
     @asynccontextmanager

@@ -100,13 +100,22 @@ class Grader(ABC):
 
 
 class SampleSource(ABC):
-    """Supplies the sample when a workflow returns None (agent-framework integrations)."""
+    """Supplies the sample when a workflow returns None (agent-framework integrations), and the
+    live previews of a running rollout. A rollout registers at most one, through
+    `RolloutContext.set_sample_source`."""
 
     @abstractmethod
     async def get_sample(self) -> RolloutSample:
         """The rollout's sample."""
 
     async def get_preview(self, max_messages: int) -> RolloutSample | None:
+        """A copy of at most `max_messages` of the newest messages, for a live preview.
+
+        Optional (None: no preview). It must neither produce the grading sample nor change the
+        live history; `max_messages <= 0` returns None. `extra_fields` may say whether older
+        messages were left out (`_preview_truncated`) and how many model turns were taken
+        (`_preview_turn`).
+        """
         return None
 
 

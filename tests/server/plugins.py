@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from server_stub import AgentWorkflow, AgentWorkflowOutput, Grader, GraderContext
+from server_stub import (
+    AgentWorkflow,
+    AgentWorkflowOutput,
+    Grader,
+    GraderContext,
+    get_rollout_context,
+)
+from server_stub.message_source import MessageSource
 from server_stub.workflow import AgentWorkflowContext
 
 
@@ -21,6 +28,39 @@ class Echo(AgentWorkflow[Any]):
             ](meta.get("message", "boom"))
         answer = {"role": "assistant", "content": str(meta.get("answer", "42"))}
         return AgentWorkflowOutput(messages=[*ctx.prompt, answer], metrics={"steps": 1.0})
+
+
+class Narrating(AgentWorkflow[Any]):
+    """Shows its conversation to the server's live previews (a `MessageSource`) as it grows.
+
+    metadata: `lines` messages at once (default 1, assistant and user in turn), each `text`
+    (default "line <n>"), then `ticks` more, one every `tick` seconds, then `sleep` seconds;
+    finally the answer "42".
+    """
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> AgentWorkflowOutput:
+        meta = ctx.metadata or {}
+        conversation = list(ctx.prompt)
+        rollout = get_rollout_context()
+        assert rollout is not None
+        rollout.set_sample_source(MessageSource(conversation))
+
+        said = 0
+
+        def say() -> None:
+            nonlocal said
+            said += 1
+            role = "assistant" if said % 2 else "user"
+            conversation.append({"role": role, "content": meta.get("text", f"line {said}")})
+
+        for _ in range(int(meta.get("lines", 1))):
+            say()
+        for _ in range(int(meta.get("ticks", 0))):
+            await asyncio.sleep(float(meta.get("tick", 0.05)))
+            say()
+        await asyncio.sleep(float(meta.get("sleep", 0)))
+        conversation.append({"role": "assistant", "content": "42"})
+        return AgentWorkflowOutput(messages=conversation)
 
 
 class ExactMatch(Grader):
