@@ -1,8 +1,9 @@
 """The demo rollout ("multiply"): a one-call workflow, an exact-match grader and their dataset.
 
 `MultiplyWorkflow` sends the prompt to the rollout's chat endpoint and returns the conversation
-with the reply appended; `ExactMatchGrader` gives reward 1.0 when the reply equals the label.
-Each row steers its own outcome through its `metadata`, read by the workflow:
+with the reply appended (registered as the rollout's sample source, so a server with live
+previews shows it while the rollout runs); `ExactMatchGrader` gives reward 1.0 when the reply
+equals the label. Each row steers its own outcome through its `metadata`, read by the workflow:
 
 - `"stub": "<directives>"`: forwarded as the `X-Stub-Behaviour` header, which the stub chat
   endpoint (`server_stub.llm`) obeys: `error` (HTTP 500, so the workflow raises → `agent_error`),
@@ -54,6 +55,7 @@ import httpx
 from server_stub.llm_answers import text_of
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
 from server_stub.llm_latency import LogNormalLatency
+from server_stub.message_source import MessageSource
 from server_stub.workflow import (
     AgentWorkflow,
     AgentWorkflowConfig,
@@ -157,11 +159,17 @@ class MultiplyWorkflow(AgentWorkflow[AgentWorkflowConfig]):
     async def _run(
         self, ctx: AgentWorkflowContext[AgentWorkflowConfig], options: RowOptions
     ) -> AgentWorkflowOutput:
+        conversation = list(ctx.prompt)
+        rollout = get_rollout_context()
+        if rollout is not None:
+            # What the server's live previews show while the rollout runs.
+            rollout.set_sample_source(MessageSource(conversation))
         if options.sleep:
             await anyio.sleep(options.sleep)
         started = time.monotonic()
         completion = await self._complete(ctx.prompt, options.stub)
         reply = _reply_message(completion)
+        conversation.append(reply)
         usage = completion.get("usage") or {}
         metrics = {
             key: float(usage[key])
@@ -169,7 +177,7 @@ class MultiplyWorkflow(AgentWorkflow[AgentWorkflowConfig]):
             if isinstance(usage.get(key), (int, float))
         }
         metrics["chat_seconds"] = round(time.monotonic() - started, 6)
-        return AgentWorkflowOutput(messages=[*ctx.prompt, reply], metrics=metrics)
+        return AgentWorkflowOutput(messages=conversation, metrics=metrics)
 
     async def _complete(self, prompt: list[dict[str, Any]], stub: str | None) -> dict[str, Any]:
         rollout = get_rollout_context()

@@ -16,9 +16,11 @@ import httpx
 import pytest
 
 from server_stub import LocalBackend, create_rollout_server
+from server_stub.demo import ExactMatchGrader, MultiplyWorkflow, aclose_chat_client
 from server_stub.preview_document import MAX_PREVIEW_BYTES, MAX_PREVIEW_STEPS, MAX_TEXT_CHARS
 from tests.conftest import Serve
 from tests.polling import eventually
+from tests.server.chat import KEY
 from tests.server.plugins import ExactMatch, Narrating
 from tests.server.rawhttp import Wire
 
@@ -265,3 +267,29 @@ async def test_ids_a_preview_folder_cannot_be_named_after_get_none(
         _, final = await w.until_terminal(rollout_id)
     assert final["status"] == "success"
     assert _names(tmp_path) == []
+
+
+async def test_the_demo_workflow_shows_its_conversation(
+    serve: Serve, stub: tuple[str, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    chat_url, _ = stub
+    backend = LocalBackend(workflow=MultiplyWorkflow, grader=ExactMatchGrader)
+    app = create_rollout_server(backend=backend, configure_logging=False, preview_root=tmp_path)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url) as http:
+        w = Wire(http)
+        await w.admit(
+            "demo",
+            chat_completions_url=f"{chat_url}/v1/rollouts/demo",
+            llm_api_key=KEY,
+            metadata={"sleep": 1.0},
+        )
+        path = tmp_path / "demo" / "preview.json"
+        # While the row sleeps: the prompt, before any reply.
+        running = await _preview_with(path, lambda d: _osmosis(d)["status"] == "running")
+        _, final = await w.until_terminal("demo")
+        await aclose_chat_client()
+        done = await _preview_with(path, lambda d: _osmosis(d)["status"] == "success")
+    assert final["status"] == "success"
+    assert [step["message"] for step in running["steps"]] == ["What is 6 * 7?"]
+    assert [step["message"] for step in done["steps"]] == ["What is 6 * 7?", "42"]
+    assert _osmosis(done)["turn"] == 1
