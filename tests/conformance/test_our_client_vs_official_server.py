@@ -15,10 +15,8 @@ import asyncio
 import json
 import re
 import secrets
-import signal
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.conformance.official_servers import OfficialServer, official_server
 from tests.conformance.venv import venv_env
 
 pytestmark = pytest.mark.conformance
@@ -33,10 +32,7 @@ pytestmark = pytest.mark.conformance
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DRIVER = HERE / "our_client_driver.py"
-ENTRY = HERE / "official_server_entry.py"
 DRIVER_TIMEOUT_SEC = 120.0
-SERVER_START_TIMEOUT_SEC = 60.0
-SERVER_STOP_TIMEOUT_SEC = 15.0
 API_KEY_ENV = "OSMOSIS_CONFORMANCE_API_KEY"
 # Generated per session; handed over through the environment, never on an argv.
 API_KEY = secrets.token_urlsafe(24)
@@ -63,14 +59,6 @@ SUCCESS_MESSAGES = [
     {"role": "user", "content": "6*7?"},
     {"role": "assistant", "content": "42"},
 ]
-
-
-@dataclass
-class OfficialServer:
-    group: str
-    url: str
-    artifact_root: Path
-    log_path: Path
 
 
 @dataclass
@@ -108,62 +96,6 @@ class DriverRun:
         return observed
 
 
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM (uvicorn runs the app's shutdown), then SIGKILL if it does not finish."""
-    if process.returncode is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), SERVER_STOP_TIMEOUT_SEC)
-    except asyncio.TimeoutError:  # not the builtin on Python 3.10
-        process.kill()
-        await process.wait()
-
-
-@asynccontextmanager
-async def official_server(
-    python: Path, group: str, options: list[str], workdir: Path
-) -> AsyncIterator[OfficialServer]:
-    """Start the official server entrypoint; yields once it printed `READY <port>`."""
-    artifact_root = workdir / f"{group}-artifacts"
-    log_path = workdir / f"{group}-server.log"
-    with log_path.open("wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            str(python),
-            str(ENTRY),
-            *options,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            cwd=workdir,
-            env=venv_env(
-                _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(artifact_root),
-                **({API_KEY_ENV: API_KEY} if "--auth" in options else {}),
-            ),
-        )
-    try:
-        assert process.stdout is not None
-        try:
-            line = await asyncio.wait_for(process.stdout.readline(), SERVER_START_TIMEOUT_SEC)
-        except asyncio.TimeoutError:
-            line = b""
-        match = re.fullmatch(rb"READY (\d+)\s*", line)
-        if match is None:
-            await _stop(process)
-            pytest.fail(
-                f"official server {group!r} did not start (got {line!r}):\n"
-                f"{log_path.read_text(errors='replace')[-4000:]}",
-                pytrace=False,
-            )
-        yield OfficialServer(
-            group=group,
-            url=f"http://127.0.0.1:{int(match.group(1))}",
-            artifact_root=artifact_root,
-            log_path=log_path,
-        )
-    finally:
-        await _stop(process)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def driver_run(official_python: Path, tmp_path_factory: pytest.TempPathFactory) -> DriverRun:
     """Start every group's official server, then play all scenarios with our client once."""
@@ -171,7 +103,15 @@ async def driver_run(official_python: Path, tmp_path_factory: pytest.TempPathFac
     async with AsyncExitStack() as stack:
         started = await asyncio.gather(
             *(
-                stack.enter_async_context(official_server(official_python, group, opts, workdir))
+                stack.enter_async_context(
+                    official_server(
+                        official_python,
+                        group,
+                        opts,
+                        workdir,
+                        {API_KEY_ENV: API_KEY} if "--auth" in opts else None,
+                    )
+                )
                 for group, (opts, _) in GROUPS.items()
             )
         )
