@@ -8,8 +8,11 @@ the run tags (`metadata.osmosis_observability`) that must.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
+from server_stub import AgentWorkflowConfig, ConcurrencyConfig, LocalBackend, create_rollout_server
+from tests.server.plugins import Echo, ExactMatch
 from tests.server.rawhttp import Wire
 
 RUN_TAGS = {"run_id": "run-7", "run_name": "nightly eval"}
@@ -39,6 +42,24 @@ SHORT_LEASE = ("lease_expiry",)
 QUICK_POLL_OPTIONS = {"result_wait_timeout_sec": 1.0}
 #: Server options of the short-lease server: a lease that lapses 0.6 s after the last poll.
 SHORT_LEASE_OPTIONS = {"result_wait_timeout_sec": 0.2, "polling_lease_timeout_sec": 0.6}
+
+
+def our_app(
+    otlp_endpoint: str | None,
+    *,
+    slots: int | None = None,
+    timing: Mapping[str, Any] = QUICK_POLL_OPTIONS,
+) -> Any:
+    """Our server for a group of scenarios: `slots=1` for `ONE_SLOT`, `timing` for the lease."""
+    config = (
+        AgentWorkflowConfig(name="one slot", concurrency=ConcurrencyConfig(max_concurrent=slots))
+        if slots is not None
+        else None
+    )
+    backend = LocalBackend(workflow=Echo, grader=ExactMatch, workflow_config=config)
+    return create_rollout_server(
+        backend=backend, configure_logging=False, otlp_endpoint=otlp_endpoint, **timing
+    )
 
 
 async def admit(wire: Wire, rollout_id: str, **options: Any) -> None:

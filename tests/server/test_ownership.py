@@ -6,18 +6,15 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from server_stub import AgentWorkflowConfig, ConcurrencyConfig, LocalBackend, create_rollout_server
 from tests.conftest import Serve
 from tests.polling import eventually
 from tests.server import feed_scenarios as scenarios
 from tests.server.otlp import LogRecord, OtlpReceiver
-from tests.server.plugins import Echo, ExactMatch
 from tests.server.rawhttp import Wire
 
 IDENTITY = {"server_id": "server-a", "server_name": "demo-server", "namespace": "team-ns"}
@@ -40,23 +37,6 @@ async def receiver(serve: Serve) -> AsyncIterator[tuple[OtlpReceiver, str]]:
     collected = OtlpReceiver()
     async with serve(collected.app) as url:
         yield collected, url
-
-
-def _app(
-    otlp_endpoint: str | None,
-    *,
-    slots: int | None = None,
-    timing: Mapping[str, Any] = scenarios.QUICK_POLL_OPTIONS,
-) -> Any:
-    config = (
-        AgentWorkflowConfig(name="one slot", concurrency=ConcurrencyConfig(max_concurrent=slots))
-        if slots is not None
-        else None
-    )
-    backend = LocalBackend(workflow=Echo, grader=ExactMatch, workflow_config=config)
-    return create_rollout_server(
-        backend=backend, configure_logging=False, otlp_endpoint=otlp_endpoint, **timing
-    )
 
 
 def _expected_attributes(rollout_id: str, status: str) -> dict[str, object]:
@@ -105,9 +85,9 @@ async def test_each_status_of_a_rollout_is_one_event_in_order(
     received, url = receiver
     started = time.time_ns()
     async with (
-        serve(_app(url)) as plain,
-        serve(_app(url, slots=1)) as one_slot,
-        serve(_app(url, timing=scenarios.SHORT_LEASE_OPTIONS)) as short_lease,
+        serve(scenarios.our_app(url)) as plain,
+        serve(scenarios.our_app(url, slots=1)) as one_slot,
+        serve(scenarios.our_app(url, timing=scenarios.SHORT_LEASE_OPTIONS)) as short_lease,
         httpx.AsyncClient(base_url=plain) as plain_http,
         httpx.AsyncClient(base_url=one_slot) as one_slot_http,
         httpx.AsyncClient(base_url=short_lease) as short_lease_http,
@@ -132,7 +112,7 @@ async def test_events_reach_the_receiver_while_the_server_runs(
     serve: Serve, receiver: tuple[OtlpReceiver, str]
 ) -> None:
     received, url = receiver
-    async with serve(_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
+    async with serve(scenarios.our_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
         wire = Wire(http)
         await scenarios.admit(wire, "live", meta={"sleep": 60})
         await scenarios.until_status(wire, "live", "running")
@@ -146,7 +126,7 @@ async def test_the_environment_turns_the_feed_on_at_server_start(
     serve: Serve, receiver: tuple[OtlpReceiver, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     received, url = receiver
-    app = _app(None)  # created before the variable is set: read when the server starts
+    app = scenarios.our_app(None)  # created before the variable is set: read when the server starts
     monkeypatch.setenv("OSMOSIS_ROLLOUT_OTLP_ENDPOINT", url + "/")
     async with serve(app) as base, httpx.AsyncClient(base_url=base) as http:
         wire = Wire(http)
@@ -166,7 +146,7 @@ async def test_off_unless_configured(
     if keyword == "":
         # An empty keyword turns the feed off whatever the environment says.
         monkeypatch.setenv("OSMOSIS_ROLLOUT_OTLP_ENDPOINT", url)
-    async with serve(_app(keyword)) as base, httpx.AsyncClient(base_url=base) as http:
+    async with serve(scenarios.our_app(keyword)) as base, httpx.AsyncClient(base_url=base) as http:
         wire = Wire(http)
         await scenarios.admit(wire, "quiet")
         await wire.until_terminal("quiet")
@@ -177,7 +157,8 @@ async def test_an_endpoint_that_is_not_a_url_is_refused_with_a_warning(
     serve: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="server_stub.ownership"):
-        async with serve(_app("not a url")) as base, httpx.AsyncClient(base_url=base) as http:
+        app = scenarios.our_app("not a url")
+        async with serve(app) as base, httpx.AsyncClient(base_url=base) as http:
             wire = Wire(http)
             await scenarios.admit(wire, "no-url")
             _, final = await wire.until_terminal("no-url")
@@ -192,7 +173,7 @@ async def test_text_values_that_are_unusable_are_left_out(
     monkeypatch.setenv("_OSMOSIS_ROLLOUT_NAME", "tab\there")
     monkeypatch.setenv("OSMOSIS_ROLLOUT_NAMESPACE", "   ")
     tags = {"run_id": "x" * 513, "run_name": "a\nb"}
-    async with serve(_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
+    async with serve(scenarios.our_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
         wire = Wire(http)
         await wire.admit("bare", metadata={"osmosis_observability": tags})
         await wire.until_terminal("bare")
@@ -215,7 +196,7 @@ async def test_an_unusable_rollout_or_server_id_suppresses_the_events(
 ) -> None:
     received, url = receiver
     long_id = "r" * 513
-    async with serve(_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
+    async with serve(scenarios.our_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
         wire = Wire(http)
         await wire.admit(long_id)
         _, final = await wire.until_terminal(long_id)
@@ -226,7 +207,7 @@ async def test_an_unusable_rollout_or_server_id_suppresses_the_events(
     assert received.statuses("short") == scenarios.EXPECTED["success"]
 
     monkeypatch.setenv("OSMOSIS_ROLLOUT_SERVER_ID", "bad\tid")
-    async with serve(_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
+    async with serve(scenarios.our_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
         wire = Wire(http)
         await wire.admit("anonymous")
         _, final = await wire.until_terminal("anonymous")
@@ -248,7 +229,7 @@ async def test_export_failures_touch_neither_admission_nor_results(
     async with serve(refusing.app) as refusing_url:
         url = f"http://127.0.0.1:{_closed_port()}" if failure == "refused" else refusing_url
         started = time.monotonic()
-        async with serve(_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
+        async with serve(scenarios.our_app(url)) as base, httpx.AsyncClient(base_url=base) as http:
             wire = Wire(http)
             finals = await scenarios.play_plain(wire)
             assert (await http.get("/health")).json()["lifecycle"]["accepting_rollouts"]
