@@ -2,7 +2,7 @@
 
 Runs inside the Python 3.12 conformance venv (see venv.py), as a subprocess of the test:
 
-    python official_server_entry.py [--backend local|one_slot|no_capacity_while_busy]
+    python official_server_entry.py [--backend local|one_slot|no_capacity_while_busy|narrating]
         [--result-wait-timeout-sec S] [--polling-lease-timeout-sec S] [--auth]
 
 It builds `create_rollout_server` around an official backend whose workflow and grader are
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import os
 import socket
 import sys
@@ -37,6 +38,9 @@ from osmosis_ai.rollout import (
     Grader,
     GraderContext,
     LocalBackend,
+    RolloutSample,
+    SampleSource,
+    get_rollout_context,
 )
 from osmosis_ai.rollout.server import create_rollout_server
 
@@ -65,6 +69,49 @@ class Scripted(AgentWorkflow[Any]):
             raise _RAISES[str(kind)](str(options.get("message", "scripted failure")))
         reply = {"role": "assistant", "content": str(options.get("answer", "42"))}
         return AgentWorkflowOutput(messages=[*ctx.prompt, reply], metrics={"steps": 1.0})
+
+
+class ConversationSource(SampleSource):
+    """A workflow's live conversation list, as the rollout's sample source (live previews)."""
+
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        self.messages = messages
+
+    async def get_sample(self) -> RolloutSample:
+        return RolloutSample(messages=copy.deepcopy(self.messages))
+
+    async def get_preview(self, max_messages: int) -> RolloutSample | None:
+        if max_messages <= 0:
+            return None
+        return RolloutSample(
+            messages=copy.deepcopy(self.messages[-max_messages:]),
+            extra_fields={
+                "_preview_truncated": len(self.messages) > max_messages,
+                "_preview_turn": sum(m.get("role") == "assistant" for m in self.messages),
+            },
+        )
+
+
+class Narrating(AgentWorkflow[Any]):
+    """Does what tests/server/plugins.py's `Narrating` does (its `lines`, `text` and `sleep`).
+
+    `lines` messages (default 1, assistant and user in turn, each `text`, default "line <n>"),
+    then `sleep` seconds, then the answer "42"; the conversation is the sample source.
+    """
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> AgentWorkflowOutput:
+        options = ctx.metadata or {}
+        conversation = list(ctx.prompt)
+        rollout = get_rollout_context()
+        if rollout is None:
+            raise RuntimeError("no rollout context")
+        rollout.set_sample_source(ConversationSource(conversation))
+        for n in range(1, int(options.get("lines", 1)) + 1):
+            role = "assistant" if n % 2 else "user"
+            conversation.append({"role": role, "content": options.get("text", f"line {n}")})
+        await asyncio.sleep(float(options.get("sleep", 0)))
+        conversation.append({"role": "assistant", "content": "42"})
+        return AgentWorkflowOutput(messages=conversation)
 
 
 class LastMessageMatchesLabel(Grader):
@@ -116,6 +163,8 @@ def build_backend(kind: str) -> ExecutionBackend:
             ),
             grader=LastMessageMatchesLabel,
         )
+    if kind == "narrating":
+        return LocalBackend(workflow=Narrating, grader=LastMessageMatchesLabel)
     if kind == "no_capacity_while_busy":
         return NoCapacityWhileBusy(LocalBackend(workflow=Scripted, grader=LastMessageMatchesLabel))
     raise SystemExit(f"unknown backend {kind!r}")
@@ -124,7 +173,9 @@ def build_backend(kind: str) -> ExecutionBackend:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--backend", default="local", choices=["local", "one_slot", "no_capacity_while_busy"]
+        "--backend",
+        default="local",
+        choices=["local", "one_slot", "no_capacity_while_busy", "narrating"],
     )
     parser.add_argument("--result-wait-timeout-sec", type=float, default=None)
     parser.add_argument("--polling-lease-timeout-sec", type=float, default=None)
