@@ -3,6 +3,7 @@ real receiver on a loopback port."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
@@ -11,6 +12,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from core.types import RolloutStatus
+from server_stub.registry import RolloutRegistry
+from server_stub.results import encode_result
 from tests.conftest import Serve
 from tests.polling import eventually
 from tests.server import feed_scenarios as scenarios
@@ -239,3 +243,43 @@ async def test_export_failures_touch_neither_admission_nor_results(
         name: scenarios.EXPECTED[name][-1] for name in scenarios.PLAIN
     }
     assert refusing.records == []
+
+
+async def test_a_rollout_that_never_ran_still_gets_its_terminal_event(
+    serve: Serve, receiver: tuple[OtlpReceiver, str]
+) -> None:
+    received, url = receiver
+    # One slot, kept by a rollout that is polled; the one waiting for it is not, and its
+    # lease lapses before it ever ran.
+    app = scenarios.our_app(url, slots=1, timing=scenarios.SHORT_LEASE_OPTIONS)
+    async with serve(app) as base, httpx.AsyncClient(base_url=base) as http:
+        wire = Wire(http)
+        await scenarios.admit(wire, "holder", meta={"sleep": 60})
+        await scenarios.admit(wire, "never-ran", meta={"sleep": 60})
+        for _ in range(8):  # about 1.6 s of polls, each held 0.2 s at most
+            assert (await wire.poll("holder")).json()["status"] == "running"
+        _, final = await wire.until_terminal("never-ran")
+        await scenarios.cancel(wire, "holder")
+        await wire.until_terminal("holder")
+    assert final["err_category"] == "lease_expired"
+    assert received.statuses("never-ran") == ["queued", "failure"]
+    assert received.statuses("holder") == ["queued", "running", "cancelled"]
+
+
+async def test_a_task_cancelled_before_its_first_step_is_reported_cancelled() -> None:
+    seen: list[RolloutStatus] = []
+    registry = RolloutRegistry(
+        result_wait_timeout_sec=1.0,
+        polling_lease_timeout_sec=5.0,
+        result_retention_sec=0.0,
+        backend_cancel=lambda _rollout_id: None,
+        encode_result=encode_result,
+    )
+    entry, _ = registry.register("early", seen.append)
+    task = asyncio.get_running_loop().create_task(asyncio.sleep(60))
+    registry.bind(entry, task)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.sleep(0)
+    registry.close()
+    assert seen == [RolloutStatus.QUEUED, RolloutStatus.CANCELLED]
