@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from core.eval.results.durable import open_append, write_all
+from core.eval.results.durable import AppendFile, open_append, write_all
 from core.eval.results.records import iso_utc
 
 logger = logging.getLogger(__name__)
@@ -121,7 +120,7 @@ class ModelCall:
         return {key: value for key, value in record.items() if value is not None}
 
 
-class CallLog:
+class CallLog(AppendFile):
     """`calls.jsonl`: one JSON line per finished call, appended as the call ends.
 
     Diagnostic, like `transitions.jsonl`: a line is one `write()` on an `O_APPEND`
@@ -135,7 +134,8 @@ class CallLog:
         self.path = path
         self.origin = origin
         self.error: OSError | None = None
-        self._fd: int | None = open_append(path)
+        self._fd = open_append(path)
+        self._lock = threading.Lock()
 
     def append(self, call: ModelCall) -> None:
         """Write `call` (usable as an `on_call_end` hook); a call in flight is skipped."""
@@ -151,22 +151,6 @@ class CallLog:
             logger.warning(
                 "writing %s failed; model calls are no longer recorded: %s", self.path, exc
             )
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> CallLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 __all__ = ["TEXT_LIMIT", "CallHook", "CallLog", "ModelCall", "bounded"]

@@ -12,9 +12,11 @@ import json
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
 FILE_MODE = 0o600
 FOLDER_MODE = 0o700
@@ -121,9 +123,38 @@ def describe_os_error(exc: OSError) -> str:
     return f"{reason} ({exc.filename})" if exc.filename else reason
 
 
+_Writer = TypeVar("_Writer", bound="AppendFile")
+
+
+class AppendFile:
+    """What every writer of an append-only results file shares: the descriptor `_fd` (None once
+    closed) and the `_lock` its writes take, closed once, and `with` closing it."""
+
+    _fd: int | None
+    _lock: threading.Lock
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self: _Writer) -> _Writer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 __all__ = [
     "FILE_MODE",
     "FOLDER_MODE",
+    "AppendFile",
     "WarningSink",
     "canonical_json",
     "describe_os_error",

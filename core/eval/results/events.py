@@ -21,9 +21,9 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from core.eval.results.durable import (
+    AppendFile,
     WarningSink,
     canonical_json,
     fsync_dir,
@@ -95,7 +95,7 @@ def journal_line(result: ItemResult) -> bytes:
     return (canonical_json(result.to_json()) + "\n").encode("utf-8")
 
 
-class Journal:
+class Journal(AppendFile):
     """`events.jsonl`: the append-only, fsync'd record of finished work items.
 
     Safe under SIGKILL at any point: a record is one `write()` on an `O_APPEND` descriptor
@@ -163,23 +163,6 @@ class Journal:
                 with contextlib.suppress(OSError):
                     os.ftruncate(self._fd, size)
                 raise
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 __all__ = ["Journal", "journal_line"]

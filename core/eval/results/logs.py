@@ -15,15 +15,13 @@ every invocation of the run, as official.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from core.eval.redact import Redactor
-from core.eval.results.durable import canonical_json, open_append, write_all
+from core.eval.results.durable import AppendFile, canonical_json, open_append, write_all
 from core.eval.results.records import iso_utc
 
 DEFAULT_STEP = "run"
@@ -45,7 +43,7 @@ def log_line(
     return "".join(f"{prefix}{line}\n" for line in lines)
 
 
-class RunLog:
+class RunLog(AppendFile):
     """`logs.txt`: official-format lines, every one redacted before it reaches the file.
 
     `handler()` gives a `logging.Handler` writing through this log, so library loggers and
@@ -82,23 +80,6 @@ class RunLog:
 
     def handler(self, level: int = logging.NOTSET) -> logging.Handler:
         return _RunLogHandler(self, level)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-
-    def __enter__(self) -> RunLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class _RunLogHandler(logging.Handler):

@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from core.eval.results.durable import (
+    AppendFile,
     WarningSink,
     describe_os_error,
     json_line,
@@ -52,7 +52,7 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
-class TransitionLog:
+class TransitionLog(AppendFile):
     """`transitions.jsonl`: every observed status change, for the dashboard replay.
 
     Diagnostic, so not fsync'd: lines are buffered in memory and written by a background
@@ -60,6 +60,8 @@ class TransitionLog:
     much and may leave a torn last line, which `read_transitions` skips and the next
     `TransitionLog` on the file cuts off before appending.
     """
+
+    _fd: int  # open until the run ends; close() flushes first
 
     def __init__(
         self,
@@ -201,17 +203,6 @@ class TransitionLog:
             finally:
                 self._closed = True
                 os.close(self._fd)
-
-    def __enter__(self) -> TransitionLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _cut_unterminated_tail(fd: int) -> None:
