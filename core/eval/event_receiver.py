@@ -40,7 +40,6 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
-from types import TracebackType
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -55,7 +54,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from core.eval.errors import EvalError
-from core.eval.loopback import LoopbackServer
+from core.eval.loopback import LoopbackServer, LoopbackService
 from core.eval.ownership_events import OwnershipEvent, ownership_event
 
 logger = logging.getLogger(__name__)
@@ -180,9 +179,12 @@ def _answer(response: ExportLogsServiceResponse, media_type: str) -> Response:
     return Response(json_format.MessageToJson(response, indent=None), media_type=JSON)
 
 
-class EventReceiver:
+class EventReceiver(LoopbackService):
     """The run's ownership-event receiver; see the module docstring. An async context manager
     serving on 127.0.0.1 in the running event loop."""
+
+    service_name = "the event receiver"
+    bind_error = EventReceiverError
 
     def __init__(
         self,
@@ -235,32 +237,6 @@ class EventReceiver:
     def refused(self) -> int:
         """Requests answered with an error status (and not read further)."""
         return self._refused
-
-    # -- lifecycle -----------------------------------------------------------------------
-    async def start(self) -> str:
-        """Bind 127.0.0.1 and serve on this event loop; returns `endpoint`."""
-        try:
-            return await self._listener.start()
-        except OSError as exc:
-            where = f"127.0.0.1:{self._port}" if self._port else "127.0.0.1"
-            raise EventReceiverError(
-                f"could not bind the event receiver on {where}: {exc}"
-            ) from exc
-
-    async def stop(self) -> None:
-        await self._listener.stop()
-
-    async def __aenter__(self) -> EventReceiver:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- the route -----------------------------------------------------------------------
     async def _not_here(self, _request: Request, exc: Exception) -> Response:

@@ -38,7 +38,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import replace
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
@@ -65,7 +64,7 @@ from core.eval.gateway_payloads import (
     sse_error,
     usage_counts,
 )
-from core.eval.loopback import LoopbackServer
+from core.eval.loopback import LoopbackServer, LoopbackService
 from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.reasoning_memory import ReasoningMemory
 from core.eval.redact import Redactor
@@ -96,8 +95,11 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-class ModelGateway:
+class ModelGateway(LoopbackService):
     """The run's model gateway; see the module docstring. An async context manager."""
+
+    service_name = "the model gateway"
+    bind_error = GatewayError
 
     def __init__(
         self,
@@ -182,30 +184,6 @@ class ModelGateway:
         """Drop what is kept for a rollout that is over (its token sum, its reasoning)."""
         self._tokens.pop(rollout_id, None)
         self._reasoning.forget(rollout_id)
-
-    # -- lifecycle -----------------------------------------------------------------------
-    async def start(self) -> str:
-        """Bind 127.0.0.1 and serve on this event loop; returns `base_url`."""
-        try:
-            return await self._listener.start()
-        except OSError as exc:
-            where = f"127.0.0.1:{self._port}" if self._port else "127.0.0.1"
-            raise GatewayError(f"could not bind the model gateway on {where}: {exc}") from exc
-
-    async def stop(self) -> None:
-        await self._listener.stop()
-
-    async def __aenter__(self) -> ModelGateway:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- the route -----------------------------------------------------------------------
     def _authorized(self, request: Request) -> bool:

@@ -12,7 +12,8 @@ import asyncio
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
 
 import uvicorn
 
@@ -97,3 +98,42 @@ class LoopbackServer:
 
 
 __all__ = ["LoopbackServer"]
+
+
+_Service = TypeVar("_Service", bound="LoopbackService")
+
+
+class LoopbackService:
+    """What the eval's loopback listeners (the model gateway, the event receiver) share: a
+    `LoopbackServer` started and stopped with them, `async with`, and a bind failure turned
+    into their own error naming the port."""
+
+    #: How a bind failure names the listener ("the model gateway").
+    service_name: ClassVar[str]
+    #: The error a bind failure raises (the part's own root).
+    bind_error: ClassVar[type[Exception]]
+    _listener: LoopbackServer
+    _port: int
+
+    async def start(self) -> str:
+        """Bind 127.0.0.1 and serve on this event loop; returns the base URL."""
+        try:
+            return await self._listener.start()
+        except OSError as exc:
+            where = f"127.0.0.1:{self._port}" if self._port else "127.0.0.1"
+            raise self.bind_error(f"could not bind {self.service_name} on {where}: {exc}") from exc
+
+    async def stop(self) -> None:
+        await self._listener.stop()
+
+    async def __aenter__(self: _Service) -> _Service:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
