@@ -5,6 +5,11 @@ status change to it, the eval runner registers rollouts and admission failures, 
 dashboard or the headless reporter consume *change batches* (the ids changed since their last
 look) at their own pace, so a burst of hundreds of changes costs one repaint, not hundreds.
 No Textual here.
+
+Servers that publish ownership events (PROTOCOL.md §8.1) report each status themselves: the
+eval hands them to `server_mark`, and the board merges them with what the polls observed
+into each record's marks (see `core.rollout_record`), the server's time winning. An event
+comes once per status; a repeated or late one changes nothing it should not.
 """
 
 from __future__ import annotations
@@ -14,14 +19,20 @@ import bisect
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from core.errors import describe_error
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity, ModelCallReport
 from core.phases import PHASES
-from core.rollout_record import CancelRequest, RecordedRollout, RequestOptions, RolloutRecord
+from core.rollout_record import (
+    CancelRequest,
+    PhaseMark,
+    RecordedRollout,
+    RequestOptions,
+    RolloutRecord,
+)
 from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
 
 if TYPE_CHECKING:
@@ -31,6 +42,9 @@ if TYPE_CHECKING:
 # of the same phase, and never less than the floor.
 STUCK_MEDIAN_FACTOR = 3.0
 STUCK_FLOOR_SEC = 30.0
+# Server events of rollouts not on the board yet (the event may beat the admission answer, or
+# belong to another client of a shared server): kept for this many rollouts, oldest dropped.
+MAX_EARLY_EVENT_ROLLOUTS = 4096
 
 
 @dataclass(frozen=True)
@@ -42,8 +56,9 @@ class ChangeBatch:
     added: tuple[str, ...]
 
 
-#: Called with a record and the index in `record.transitions` of a transition it observed.
-TransitionHook = Callable[[RolloutRecord, int], None]
+#: Called with a record and each status observation it gets, from a poll or the server, once
+#: per status and source, in the order they come in.
+TransitionHook = Callable[[RolloutRecord, PhaseMark], None]
 #: Called with a record and its cancel when one is asked for, and again once the server has
 #: answered it (its `disposition` or `error` is then set).
 CancelHook = Callable[[RolloutRecord, CancelRequest], None]
@@ -75,10 +90,13 @@ class RolloutBoard:
         self._version = 0
         # Finished durations per phase, kept sorted so the median is one index away.
         self._durations: dict[RolloutStatus, list[float]] = {status: [] for status in PHASES}
-        # Per record, how many of its transitions and which display status the indexes below
-        # account for: a record reads its handle, which moves on before telling the board.
+        # Per record, how many of its transitions, which status (for the phase indexes) and
+        # which display status the indexes below account for: a record reads its handle,
+        # which moves on before telling the board.
         self._accounted: dict[str, int] = {}
+        self._phase_of: dict[str, RolloutStatus] = {}
         self._counted_as: dict[str, str] = {}
+        self._early_events: dict[str, list[PhaseMark]] = {}
         # Kept up to date as records change, so that a repaint never walks every record:
         # counts per display status, failures per category, and, per phase, the in-flight
         # rollouts in the order they entered it (oldest first: the stuck ones lead).
@@ -206,6 +224,34 @@ class RolloutBoard:
         self.records[record.rollout_id] = record
         self._added.append(record.rollout_id)
         self._account(record)
+        for mark in self._early_events.pop(record.rollout_id, ()):
+            self.server_mark(record.rollout_id, mark)
+
+    # -- server events ---------------------------------------------------------------------
+
+    def server_mark(self, rollout_id: str, mark: PhaseMark) -> None:
+        """A status the server reported giving a rollout (`mark.source == "server"`).
+
+        The first report of each status counts; a repeat (an exporter's retry, a replayed
+        batch) changes nothing. For a rollout not on the board yet it is kept until it is."""
+        record = self.records.get(rollout_id)
+        if record is None:
+            early = self._early_events.get(rollout_id)
+            if early is None:
+                if len(self._early_events) >= MAX_EARLY_EVENT_ROLLOUTS:
+                    del self._early_events[next(iter(self._early_events))]
+                early = self._early_events[rollout_id] = []
+            early.append(mark)
+            return
+        known = record.marks.get(mark.status)
+        if known is not None and known.source == "server":
+            return
+        if known is not None:  # a poll saw it first: the server's time is the exact one
+            mark = replace(mark, polled_at=known.at)
+        record.marks[mark.status] = mark
+        if self._on_transition is not None:
+            self._on_transition(record, mark)
+        self._account(record)
 
     # -- model calls (the gateway's hooks) -------------------------------------------------
 
@@ -248,12 +294,14 @@ class RolloutBoard:
 
     def _account(self, record: RolloutRecord) -> None:
         """Bring the board's indexes up to what `record` has observed since the last call:
-        phase durations, who is in which phase, the counts, and the transition hooks."""
+        its marks, phase durations, who is in which phase, the counts, the transition hooks."""
         rollout_id = record.rollout_id
         transitions = record.transitions
         for index in range(self._accounted.get(rollout_id, 0), len(transitions)):
-            self._apply(record, index)
+            self._polled(record, transitions[index])
         self._accounted[rollout_id] = len(transitions)
+        if record.status != self._phase_of.get(rollout_id):
+            self._entered(record)
         status = record.display_status
         counted = self._counted_as.get(rollout_id)
         if status != counted:
@@ -264,21 +312,36 @@ class RolloutBoard:
         self._count_failure(record)
         self._mark(rollout_id)
 
-    def _apply(self, record: RolloutRecord, index: int) -> None:
-        transition = record.transitions[index]
-        if index:
-            previous = record.transitions[index - 1]
-            durations = self._durations.get(previous.status)
-            if durations is not None:
-                bisect.insort(durations, transition.at - previous.at)
-        self._leave_phase(record)
-        if record.in_flight and transition.status in self._in_phase:
-            self._in_phase[transition.status][record.rollout_id] = transition.at
-        if transition.status in TERMINAL_STATUSES:
-            for cancel in record.cancels:
-                cancel.answered_at = cancel.answered_at or transition.at
+    def _polled(self, record: RolloutRecord, transition: Transition) -> None:
+        """A status a poll observed: a mark of its own unless the server reported it."""
+        mark = PhaseMark(transition.status, transition.at, "poll")
+        known = record.marks.get(transition.status)
+        if known is None:
+            record.marks[transition.status] = mark
+        elif known.polled_at is None:
+            record.marks[transition.status] = replace(known, polled_at=transition.at)
         if self._on_transition is not None:
-            self._on_transition(record, index)
+            self._on_transition(record, mark)
+
+    def _entered(self, record: RolloutRecord) -> None:
+        """`record` is in a new status: the phase it left lasted until this one began."""
+        rollout_id = record.rollout_id
+        status = record.status
+        entered = record.phase_started_at
+        left = self._phase_of.get(rollout_id)
+        self._phase_of[rollout_id] = status
+        left_mark = record.marks.get(left) if left is not None else None
+        durations = self._durations.get(left) if left is not None else None
+        if left_mark is not None and durations is not None and entered >= left_mark.at:
+            bisect.insort(durations, entered - left_mark.at)
+        self._leave_phase(record)
+        # Entered in (nearly) time order: a server's report may come up to an export
+        # interval late, which moves a stuck flag by as much, never more.
+        if record.in_flight and status in self._in_phase:
+            self._in_phase[status][rollout_id] = entered
+        if status in TERMINAL_STATUSES:
+            for cancel in record.cancels:
+                cancel.answered_at = cancel.answered_at or entered
 
     def _leave_phase(self, record: RolloutRecord) -> None:
         # Every phase is looked in: the record's own status may already be the next one.

@@ -20,7 +20,7 @@ import httpx
 
 from core.errors import RolloutProtocolError, describe_error
 from core.lease import Lease
-from core.phases import SkipReason, phases_skipped_by
+from core.phases import SkipReason, skipped_phases
 from core.types import (
     OBSERVED_STATUS_HEADER,
     PHASE_ORDER,
@@ -159,7 +159,12 @@ class RolloutHandle:
 
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
         """Phases among queued/running/grading that were not observed, with the reason."""
-        return phases_skipped_by(self)
+        return skipped_phases(
+            (transition.status for transition in self.transitions),
+            self.status,
+            grade=self.grade,
+            result=self.latest_result,
+        )
 
     # -- waiting -----------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol
+from collections.abc import Iterable
+from typing import Literal
 
 from core.types import (
     PHASE_ORDER,
@@ -77,34 +77,3 @@ def skipped_phases(
         elif current in _ENDED_EARLY:
             skipped[phase] = "ended_early"
     return skipped
-
-
-class _Seen(Protocol):
-    @property
-    def status(self) -> RolloutStatus: ...
-
-
-class PhaseHistory(Protocol):
-    """What the rule reads of a rollout: a `RolloutHandle`, or a board's recording of one."""
-
-    @property
-    def transitions(self) -> Sequence[_Seen]: ...
-
-    @property
-    def status(self) -> RolloutStatus: ...
-
-    @property
-    def grade(self) -> bool | None: ...
-
-    @property
-    def latest_result(self) -> RolloutResultResponse | None: ...
-
-
-def phases_skipped_by(rollout: PhaseHistory) -> dict[RolloutStatus, SkipReason]:
-    """`skipped_phases` of what `rollout` observed: how a handle and a board record ask."""
-    return skipped_phases(
-        (transition.status for transition in rollout.transitions),
-        rollout.status,
-        grade=rollout.grade,
-        result=rollout.latest_result,
-    )

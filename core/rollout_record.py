@@ -3,18 +3,24 @@
 A record reads its observations from the rollout's handle (or, without one, from a
 `RecordedRollout`) instead of copying them; what only the run knows (the request options,
 cancels, untracking, an admission error) it holds itself. No Textual here.
+
+Two sources tell when a rollout entered each phase (PROTOCOL.md §8.1): the polls, which see a
+status only if it lasts until the next poll, and the server's ownership events, which report
+every status with the server's own clock. A record keeps one `PhaseMark` per status, the
+server's word where it has one, the poll's otherwise: its phase track, skip reasons and
+durations read the marks, so "not observed" means that no source knows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity
-from core.phases import SkipReason, phases_skipped_by
-from core.types import TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
+from core.phases import SkipReason, skipped_phases
+from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
 
 if TYPE_CHECKING:
     from core.client import RolloutClient
@@ -27,6 +33,31 @@ DISPLAY_STATUSES: tuple[str, ...] = (
     *(status.value for status in RolloutStatus if status is not RolloutStatus.UNKNOWN),
     NOT_ADMITTED,
 )
+
+
+#: Who reported a status: the server's ownership events, or a poll of its result endpoint.
+PhaseSource = Literal["server", "poll"]
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseMark:
+    """When a rollout got one status, as one source reported it (or as the sources agree)."""
+
+    status: RolloutStatus
+    #: When it happened, on the `time.monotonic()` clock: the server's time when the server
+    #: reported it (mapped onto this clock), else when a poll saw it.
+    at: float
+    source: PhaseSource
+    #: The server's wall clock (seconds since the epoch) and its event's sequence number.
+    server_time: float | None = None
+    event_sequence: int | None = None
+    server_id: str | None = None
+    #: When a poll saw the status too (on a mark from the server), for the details.
+    polled_at: float | None = None
+
+
+def _order(mark: PhaseMark) -> tuple[int, float]:
+    return PHASE_ORDER.get(mark.status, len(PHASE_ORDER)), mark.at
 
 
 @dataclass(frozen=True)
@@ -90,6 +121,9 @@ class RolloutRecord:
     redact: Callable[[str], str] | None = field(default=None, repr=False)
     #: Its model calls through the run's gateway.
     model: ModelActivity = field(default_factory=ModelActivity)
+    #: One mark per status it got, by status; kept by the board (`RolloutBoard.server_mark`
+    #: and the polls it accounts for).
+    marks: dict[RolloutStatus, PhaseMark] = field(default_factory=dict)
     # The last text masked and its masked form: read on every repaint, it changes rarely.
     _shown_result: tuple[RolloutResultResponse, RolloutResultResponse] | None = field(
         default=None, init=False, repr=False
@@ -103,11 +137,31 @@ class RolloutRecord:
 
     @property
     def status(self) -> RolloutStatus:
-        return self.observed.status
+        """The furthest status known: the poll's, or a later phase the server reported.
+
+        A terminal status is only ever the poll's: the result that comes with it is what the
+        run records, and a server's `success` without it would finish nothing."""
+        polled = self.observed.status
+        if polled in TERMINAL_STATUSES or polled not in PHASE_ORDER:
+            return polled
+        furthest = polled
+        for status, mark in self.marks.items():
+            if (
+                mark.source == "server"
+                and status not in TERMINAL_STATUSES
+                and PHASE_ORDER.get(status, -1) > PHASE_ORDER[furthest]
+            ):
+                furthest = status
+        return furthest
 
     @property
     def transitions(self) -> list[Transition]:
+        """The statuses the polls observed, in order (the handle's own list)."""
         return self.observed.transitions
+
+    def timeline(self) -> list[PhaseMark]:
+        """The marks in lifecycle order: what the phase track and the details show."""
+        return sorted(self.marks.values(), key=_order)
 
     @property
     def grade(self) -> bool | None:
@@ -153,8 +207,12 @@ class RolloutRecord:
     def terminal_at(self) -> float | None:
         if self.admission_error is not None:
             return self.submitted_at
-        # A terminal status is always the last one observed.
-        return self.transitions[-1].at if self.status in TERMINAL_STATUSES else None
+        status = self.status
+        if status not in TERMINAL_STATUSES:
+            return None
+        mark = self.marks.get(status)
+        # A terminal status is always the last one the polls observed.
+        return mark.at if mark is not None else self.transitions[-1].at
 
     @property
     def display_status(self) -> str:
@@ -172,6 +230,9 @@ class RolloutRecord:
 
     @property
     def phase_started_at(self) -> float:
+        mark = self.marks.get(self.status)
+        if mark is not None:
+            return mark.at
         return self.transitions[-1].at if self.transitions else self.submitted_at
 
     @property
@@ -179,7 +240,13 @@ class RolloutRecord:
         return bool(self.cancels) and not self.finished
 
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
-        return phases_skipped_by(self.observed)
+        """The phases no source saw, and why (see `core.phases.skipped_phases`)."""
+        return skipped_phases(
+            {*self.marks, *(transition.status for transition in self.transitions)},
+            self.status,
+            grade=self.grade,
+            result=self.latest_result,
+        )
 
     def matches(self, text: str) -> bool:
         """Case-insensitive match on id, row, status, error and label: what the `/` filter uses."""

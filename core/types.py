@@ -20,6 +20,11 @@ POLLING_LEASE_HEADER = "X-Osmosis-Rollout-Lease"
 # do not know it ignore it, so official clients and servers are unaffected.
 OBSERVED_STATUS_HEADER = "X-Osmosis-Observed-Status"
 
+# What a server publishes besides the API (PROTOCOL.md §8) is turned on by environment at its
+# start: ownership events to `<endpoint>/v1/logs`, live previews under the preview root.
+OTLP_ENDPOINT_ENV = "OSMOSIS_ROLLOUT_OTLP_ENDPOINT"
+PREVIEW_ROOT_ENV = "_OSMOSIS_ROLLOUT_PREVIEW_ROOT"
+
 MessageDict = dict[str, Any]
 Messages = list[MessageDict]
 
@@ -200,8 +205,10 @@ class RolloutLifecycle(BaseModel):
 
 __all__ = [
     "OBSERVED_STATUS_HEADER",
+    "OTLP_ENDPOINT_ENV",
     "PHASE_ORDER",
     "POLLING_LEASE_HEADER",
+    "PREVIEW_ROOT_ENV",
     "TERMINAL_STATUSES",
     "CancelDisposition",
     "CancelRolloutsRequest",

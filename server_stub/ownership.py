@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from core.types import RolloutStatus
+from core.types import OTLP_ENDPOINT_ENV, RolloutStatus
 
 if TYPE_CHECKING:
     from opentelemetry._logs import Logger
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-OTLP_ENDPOINT_ENV = "OSMOSIS_ROLLOUT_OTLP_ENDPOINT"
 SERVER_ID_ENV = "OSMOSIS_ROLLOUT_SERVER_ID"
 INSTANCE_ID_ENV = "_OSMOSIS_ROLLOUT_INSTANCE_ID"
 SERVER_NAME_ENV = "_OSMOSIS_ROLLOUT_NAME"

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.types import RolloutStatus
+from core.types import PREVIEW_ROOT_ENV, RolloutStatus
 from server_stub.preview_document import (
     MAX_PREVIEW_BYTES,
     MAX_PREVIEW_STEPS,
@@ -32,7 +32,6 @@ from server_stub.workflow import RolloutContext
 
 logger = logging.getLogger(__name__)
 
-PREVIEW_ROOT_ENV = "_OSMOSIS_ROLLOUT_PREVIEW_ROOT"
 PREVIEW_FILE = "preview.json"
 PREVIEW_INTERVAL_SEC = 3.0
 SOURCE_TIMEOUT_SEC = 1.0

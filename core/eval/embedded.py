@@ -48,9 +48,16 @@ async def stub_chat_endpoint() -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def demo_rollout_server(
-    *, max_concurrent: int = DEMO_MAX_CONCURRENT, artifact_root: Path | None = None
+    *,
+    max_concurrent: int = DEMO_MAX_CONCURRENT,
+    artifact_root: Path | None = None,
+    otlp_endpoint: str = "",
+    preview_root: str = "",
 ) -> AsyncIterator[str]:
-    """server_stub with the demo workflow and grader; yields its URL."""
+    """server_stub with the demo workflow and grader; yields its URL.
+
+    `otlp_endpoint` and `preview_root` turn its feeds on (PROTOCOL.md §8), as the variables
+    do for a launched server; empty, they stay off whatever the environment says."""
     backend = LocalBackend(
         workflow=MultiplyWorkflow,
         grader=ExactMatchGrader,
@@ -59,7 +66,12 @@ async def demo_rollout_server(
         ),
         artifact_root=artifact_root,
     )
-    app = create_rollout_server(backend=backend, configure_logging=False)
+    app = create_rollout_server(
+        backend=backend,
+        configure_logging=False,
+        otlp_endpoint=otlp_endpoint,
+        preview_root=preview_root,
+    )
     registry = app.state.rollout_server.registry
     try:
         async with serve_in_loop(app) as url:

@@ -44,7 +44,11 @@ def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
         "reward": result.sample.reward if result and result.sample else None,
         "err_category": result.err_category.value if result and result.err_category else None,
         "err_message": (result.err_message if result else None) or record.admission_error,
-        "observed": " ".join(f"{t.status.value}@{t.at - t0:.3f}" for t in record.transitions),
+        # Each phase as its best source timed it; `(server)` marks the server's own time.
+        "observed": " ".join(
+            f"{m.status.value}@{m.at - t0:.3f}" + ("(server)" if m.source == "server" else "")
+            for m in record.timeline()
+        ),
         "skipped": " ".join(f"{k.value}:{v}" for k, v in record.skipped_phases().items()),
         "server": record.server,
         "tokens": record.model.tokens,

@@ -126,8 +126,11 @@ def _server_environment(
     port: int,
     artifact_root: Path,
     instance_id: str,
+    feeds: Mapping[str, str],
 ) -> dict[str, str]:
-    """uv's environment, then `[env]`, then the secrets, then what the launcher owns."""
+    """uv's environment, then the feeds' variables, then `[env]` (a workspace that sends its
+    events to a collector of its own keeps doing so), then the secrets, then what the
+    launcher owns."""
     owned = {
         "_OSMOSIS_ROLLOUT_PORT": str(port),
         # Absolute: the child runs in the rollout folder, not in our working directory.
@@ -136,7 +139,7 @@ def _server_environment(
         # Its output reaches logs.txt as it is written, not when a buffer fills.
         "PYTHONUNBUFFERED": "1",
     }
-    return {**uv_env, **config_env, **secret_values, **owned}
+    return {**uv_env, **feeds, **config_env, **secret_values, **owned}
 
 
 @asynccontextmanager
@@ -153,10 +156,14 @@ async def launched_rollout_server(
     http_client: httpx.AsyncClient,
     api_key: str | None,
     port: int | None = None,
+    feeds: Mapping[str, str] | None = None,
 ) -> AsyncIterator[str]:
     """Sync the rollout's environment, start its entrypoint there on `port` (None: a free
     one), wait for its /health (sending `api_key` as the bearer, if any), yield its URL, and
     stop it afterwards.
+
+    `feeds` are the variables that turn on the server's ownership events and previews
+    (PROTOCOL.md §8), pointing them at the run's receiver and previews folder.
 
     `notice` gets what the user should see besides the log (an osmosis-ai version other than
     the tested one).
@@ -180,6 +187,7 @@ async def launched_rollout_server(
         port=port,
         artifact_root=artifact_root,
         instance_id=instance_id,
+        feeds=feeds or {},
     )
     await _check_osmosis_version(
         uv, rollout_dir, server_env=server_env, rollout=rollout, log=log, notice=notice

@@ -14,11 +14,13 @@ rule the server itself applies before publishing: printable, not blank, at most 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
+from core.rollout_record import PhaseMark
 from core.types import RolloutStatus
 
 OWNERSHIP_EVENT = "rollout.ownership"
@@ -61,6 +63,22 @@ class OwnershipEvent:
     namespace: str | None = None
     run_id: str | None = None
     run_name: str | None = None
+
+    def mark(self) -> PhaseMark:
+        """The event as the board keeps it: the server's time on this process's monotonic
+        clock (through the wall clock, which loopback servers share with us), never later
+        than when the event arrived; the arrival time when the server gave none."""
+        at = self.received_at
+        if self.server_time is not None:
+            at = min(at, self.server_time - (time.time() - time.monotonic()))
+        return PhaseMark(
+            self.status,
+            at,
+            "server",
+            server_time=self.server_time,
+            event_sequence=self.event_sequence,
+            server_id=self.server_id,
+        )
 
 
 def _text(value: AnyValue | None) -> str | None:

@@ -80,6 +80,8 @@ class EvalRequest:
     """`--secrets-file`: a dotenv file for the config's `[secrets]`, or "-" for stdin."""
     rollout_port: int | None = None
     """`--rollout-port`: the launched workspace server's fixed port (None: a free one)."""
+    events_port: int | None = None
+    """`--events-port`: the event receiver's fixed port (None: a free one)."""
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,15 @@ import httpx
 
 from core.board import RolloutBoard
 from core.eval.embedded import demo_rollout_server
+from core.eval.event_receiver import EventReceiver, EventReceiverError
 from core.eval.gateway import ModelGateway
 from core.eval.gateway_errors import GatewayError
 from core.eval.launcher import launched_rollout_server
 from core.eval.model_calls import CallLog, ModelCall
+from core.eval.ownership_events import OwnershipEvent
 from core.eval.plan import EvalPlan, kept_results
 from core.eval.redact import Redactor
-from core.eval.results.durable import describe_os_error
+from core.eval.results.durable import describe_os_error, make_folders
 from core.eval.results.events import Journal
 from core.eval.results.folder import RunFolder, RunFolderError
 from core.eval.results.lock import RunLock
@@ -41,8 +43,9 @@ from core.eval.servers import AllServersDown, ServerPool
 from core.eval.summary import EvalSummary
 from core.eval.upstream_choice import opened_upstream
 from core.eval.upstreams import ambient_secret_values, preflight
-from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
+from core.rollout_record import CancelRequest, PhaseMark, RequestOptions, RolloutRecord
 from core.transport import AiohttpTransport
+from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +302,8 @@ class EvalSession:
             if self._interrupt is None:
                 raise
             return "interrupted", None
-        except GatewayError as exc:  # the model cannot be used, or the gateway not bound
+        except (GatewayError, EventReceiverError) as exc:
+            # The model cannot be used, or the gateway's or the receiver's port not bound.
             logger.error("%s", exc)
             raise
         except AllServersDown as exc:
@@ -342,8 +346,9 @@ class EvalSession:
                 timeout=httpx.Timeout(30.0, read=None),
             )
         )
+        events = await self._start_event_receiver(stack)
         gateway = await self._start_gateway(stack)
-        urls = await self._servers(stack, folder, http)
+        urls = await self._servers(stack, folder, http, self._feeds(events, folder))
         pool = ServerPool.connect(
             list(urls),
             http_client=http,
@@ -356,6 +361,34 @@ class EvalSession:
         self.pool = pool
         await pool.probe_all()
         return gateway, pool
+
+    async def _start_event_receiver(self, stack: AsyncExitStack) -> EventReceiver:
+        """The receiver of the servers' ownership events (EVAL.md §6): each goes to the
+        board, which merges it with what the polls see."""
+        board, log = self.board, self._log
+        assert log is not None
+
+        def received(event: OwnershipEvent) -> None:
+            board.server_mark(event.rollout_id, event.mark())
+
+        receiver = EventReceiver(received, port=self.plan.request.events_port or 0)
+        await stack.enter_async_context(receiver)
+        log.write(f"event receiver on {receiver.endpoint}", step="listener")
+        return receiver
+
+    def _feeds(self, events: EventReceiver, folder: RunFolder) -> dict[str, str]:
+        """The variables that point a server's feeds (PROTOCOL.md §8) at this run: launched
+        servers get them, and a user starting a server of their own is told them."""
+        make_folders(folder.previews_dir)
+        # Absolute: a launched server runs in its rollout folder, not in our working directory.
+        previews = folder.previews_dir.absolute()
+        feeds = {OTLP_ENDPOINT_ENV: events.endpoint, PREVIEW_ROOT_ENV: str(previews)}
+        if self.plan.mode == "servers":
+            settings = " ".join(f"{name}={value}" for name, value in feeds.items())
+            self.notice(
+                f"for phase times from the server and live transcripts, start it with {settings}"
+            )
+        return feeds
 
     async def _start_gateway(self, stack: AsyncExitStack) -> ModelGateway:
         """The run's model, checked by a preflight call, behind the run's gateway.
@@ -403,13 +436,21 @@ class EvalSession:
         return gateway
 
     async def _servers(
-        self, stack: AsyncExitStack, folder: RunFolder, http: httpx.AsyncClient
+        self,
+        stack: AsyncExitStack,
+        folder: RunFolder,
+        http: httpx.AsyncClient,
+        feeds: dict[str, str],
     ) -> tuple[str, ...]:
         plan, request = self.plan, self.plan.request
         if plan.mode == "servers":
             return request.servers
         if plan.mode == "embedded":
-            url = await stack.enter_async_context(demo_rollout_server())
+            url = await stack.enter_async_context(
+                demo_rollout_server(
+                    otlp_endpoint=feeds[OTLP_ENDPOINT_ENV], preview_root=feeds[PREVIEW_ROOT_ENV]
+                )
+            )
             return (url,)
         config = plan.config
         assert config is not None
@@ -429,6 +470,7 @@ class EvalSession:
                 http_client=http,
                 api_key=request.server_api_key,
                 port=request.rollout_port,
+                feeds=feeds,
             )
         )
         return (url,)
@@ -439,20 +481,26 @@ class EvalSession:
         wanted = self.plan.request.max_in_flight or self.plan.batch_size or capacity or 1
         return min(wanted, capacity) if capacity else wanted
 
-    def _write_transition(self, record: RolloutRecord, index: int) -> None:
-        """The board's `on_transition`: a work item's status change, in transitions.jsonl."""
+    def _write_transition(self, record: RolloutRecord, mark: PhaseMark) -> None:
+        """The board's `on_transition`: a work item's status change as a poll or the server
+        reported it, in transitions.jsonl."""
         transitions = self._transitions
         if transitions is None or record.row_index is None or record.run_index is None:
             return
-        status, at = record.transitions[index]
+        # The admission's status is always the first line of a rollout (the board accounts
+        # for it before anything else): a replay tells unrequested grading from missed.
+        first = mark.source == "poll" and mark.at == record.transitions[0].at
         transitions.record(
             record.rollout_id,
             record.row_index,
             record.run_index,
-            status.value,
-            transitions.elapsed(at),
-            # On the first record only: a replay tells unrequested grading from missed.
-            grade=record.grade if index == 0 else None,
+            mark.status.value,
+            transitions.elapsed(mark.at),
+            source=mark.source,
+            grade=record.grade if first else None,
+            server_time=mark.server_time,
+            event_sequence=mark.event_sequence,
+            server_id=mark.server_id,
         )
 
     def _write_cancel(self, record: RolloutRecord, cancel: CancelRequest) -> None:

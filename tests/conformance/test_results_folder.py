@@ -58,7 +58,7 @@ ROWS, N = 5, 2
 # Keys whose values differ between two runs by nature; compared by format instead.
 RUN_SPECIFIC = {"rollout_id", "duration_ms"}
 # Ours, beside the official files; the official tools ignore them.
-OURS_ONLY = {"transitions.jsonl", "calls.jsonl"}
+OURS_ONLY = {"transitions.jsonl", "calls.jsonl", "previews"}
 
 
 @dataclass(frozen=True)

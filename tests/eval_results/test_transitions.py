@@ -12,8 +12,12 @@ from tests.polling import eventually_sync
 def test_transition_records_and_their_shapes(tmp_path: Path) -> None:
     path = tmp_path / "transitions.jsonl"
     log = TransitionLog(path)
-    log.record("r1", 0, 1, "queued", 0.0)
+    log.record("r1", 0, 1, "queued", 0.0, grade=True)
     log.record("r1", 0, 1, "running", 0.12345)
+    log.record(
+        "r1", 0, 1, "grading", 0.2, source="server", server_time=1_796_112_000.5,
+        event_sequence=7, server_id="host-a",
+    )  # fmt: skip
     log.cancel_request("r1", 0, 1, t=2)
     log.cancel_request("r1", 0, 1, t=2, disposition="cancelled_running", reply_t=2.0304)
     log.cancel_request("r3", 2, 0, t=2.5, error="POST /rollout/cancel returned 500")
@@ -26,9 +30,13 @@ def test_transition_records_and_their_shapes(tmp_path: Path) -> None:
     assert records[0]["started_at"].endswith("Z")
     assert records[1:] == [
         {"kind": "status", "rollout_id": "r1", "row_index": 0, "run_index": 1,
-         "status": "queued", "t": 0.0},
+         "status": "queued", "t": 0.0, "source": "poll", "grade": True},
         {"kind": "status", "rollout_id": "r1", "row_index": 0, "run_index": 1,
-         "status": "running", "t": 0.123},
+         "status": "running", "t": 0.123, "source": "poll"},
+        {"kind": "status", "rollout_id": "r1", "row_index": 0, "run_index": 1,
+         "status": "grading", "t": 0.2, "source": "server",
+         "server_time": "2026-12-01T08:00:00.500000Z", "event_sequence": 7,
+         "server_id": "host-a"},
         {"kind": "cancel_request", "rollout_id": "r1", "row_index": 0, "run_index": 1,
          "t": 2.0},
         {"kind": "cancel_request", "rollout_id": "r1", "row_index": 0, "run_index": 1,

@@ -75,15 +75,23 @@ def test_full_demo_headless(full_demo_run: tuple[RunningEval, Path]) -> None:
     assert numbers["graded"] == total - DEMO_DESIGN.ungraded - DEMO_DESIGN.failed
     assert numbers["pass_rate"] == pytest.approx(DEMO_DESIGN.pass_rate)
     # Every status change the run saw is in the transitions log, ending in a terminal one.
-    final = {
-        t["rollout_id"]: t["status"]
-        for t in read_jsonl(folder / "transitions.jsonl")
-        if t["kind"] == "status"
-    }
+    transitions = [t for t in read_jsonl(folder / "transitions.jsonl") if t["kind"] == "status"]
+    final = {t["rollout_id"]: t["status"] for t in transitions}
     assert Counter(final.values()) == {
         "success": DEMO_DESIGN.succeeded,
         "failure": DEMO_DESIGN.failed,
     }
+    # The demo server publishes its ownership events to the run (issue 13): every rollout's
+    # statuses come from the server too, so every graded success has its grading phase.
+    from_server: dict[str, set[str]] = {}
+    for t in transitions:
+        if t["source"] == "server":
+            from_server.setdefault(t["rollout_id"], set()).add(t["status"])
+    assert from_server.keys() == final.keys()
+    graded = {t["rollout_id"] for t in transitions if t.get("grade") is True}
+    successes = {rollout for rollout, status in final.items() if status == "success"}
+    assert successes & graded
+    assert all("grading" in from_server[rollout] for rollout in successes & graded)
 
 
 def test_demo_rows_left_by_an_older_version_are_replaced(tmp_path: Path) -> None:

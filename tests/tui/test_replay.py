@@ -147,7 +147,7 @@ async def test_enter_opens_the_details_of_a_replayed_rollout(tmp_path: Path) -> 
         assert app.details.display
         text = details_text(app)
         assert "b" * 32 in text
-        assert text.count("happened between two polls") == 2  # running and grading
+        assert text.count("happened unseen") == 2  # running and grading
         # Steering makes no sense in a replay: those keys are not offered at all.
         assert app.check_action("cancel_server", ()) is False
         assert "c" not in app.screen.active_bindings

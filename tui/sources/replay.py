@@ -2,7 +2,9 @@
 
 Read-only: the board is fed from the recording (and, when they sit beside it, the results
 in events.jsonl), at `speed` times the recorded pace; it can be paused and stepped one
-event at a time. This is for debugging phase skips after the fact. Progress is counted as
+event at a time. This is for debugging phase skips after the fact; the phases a server
+reported (its ownership events, recorded with `source: server`) are played as it reported
+them. Progress is counted as
 the live run counted it: with the run's pass threshold (from its metrics.json) and its
 number of work items (from its manifest.json), when they sit beside the recording too.
 """
@@ -10,8 +12,10 @@ number of work items (from its manifest.json), when they sit beside the recordin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ from core.eval.results.metrics import (
 )
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
+from core.rollout_record import PhaseMark
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
 from tui.sources.base import NewRollout, ServerView
 
@@ -43,6 +48,8 @@ class ReplayEvent:
     row_index: int | None
     run_index: int | None
     grade: bool | None
+    #: A server's report (its ownership event, PROTOCOL.md §8.1) rather than a poll's.
+    server: PhaseMark | None = None
 
 
 class ReplayError(EvalError):
@@ -81,6 +88,7 @@ def load_events(path: Path, warnings: list[str]) -> list[ReplayEvent]:
                 row_index=_int_or_none(record.get("row_index")),
                 run_index=_int_or_none(record.get("run_index")),
                 grade=grade if isinstance(grade, bool) else None,
+                server=_server_mark(record, status) if record.get("source") == "server" else None,
             )
         )
     events.sort(key=lambda event: event.t)
@@ -104,6 +112,24 @@ def _item_of(event: ReplayEvent) -> object:
     if event.row_index is None or event.run_index is None:
         return event.rollout_id
     return (event.row_index, event.run_index)
+
+
+def _server_mark(record: dict[str, Any], status: RolloutStatus) -> PhaseMark:
+    """The server's report a line records; its `at` is set when it is played."""
+    server_time: float | None = None
+    text = record.get("server_time")
+    if isinstance(text, str):
+        with contextlib.suppress(ValueError):
+            server_time = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    server_id = record.get("server_id")
+    return PhaseMark(
+        status,
+        0.0,
+        "server",
+        server_time=server_time,
+        event_sequence=_int_or_none(record.get("event_sequence")),
+        server_id=server_id if isinstance(server_id, str) else None,
+    )
 
 
 def _int_or_none(value: object) -> int | None:
@@ -247,12 +273,16 @@ class ReplaySource:
             await self._wait_for_step_or_resume()
 
     def _apply(self, event: ReplayEvent) -> None:
+        at = self.board.started_at + event.t
+        if event.server is not None:
+            self.board.server_mark(event.rollout_id, replace(event.server, at=at))
+            return
         item = self.results.get(event.rollout_id)
         result = _result_of(item, event.status) if item and event.status.is_terminal else None
         self.board.observe(
             event.rollout_id,
             event.status,
-            self.board.started_at + event.t,
+            at,
             row_index=event.row_index,
             run_index=event.run_index,
             grade=event.grade,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -14,7 +15,7 @@ from textual.widgets import Static
 from core.board import RolloutBoard
 from core.model_activity import ModelActivity, ModelCallReport
 from core.phases import PHASES
-from core.rollout_record import RolloutRecord
+from core.rollout_record import PhaseMark, RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.format import compact_count, duration, money, plain, reward, status_text
 from tui.widgets.phase_track import SKIP_EXPLANATIONS, phase_track
@@ -39,6 +40,15 @@ def _or_dash(value: int | None) -> str:
 
 def _short(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "…"
+
+
+def _source(mark: PhaseMark) -> str:
+    """Who said so: the server (and how much later a poll saw it too), or a poll."""
+    if mark.source == "poll":
+        return "poll"
+    if mark.polled_at is None:
+        return "server"
+    return f"server, poll +{max(0.0, mark.polled_at - mark.at):.3f}s"
 
 
 def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> RenderableType:
@@ -71,27 +81,31 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
         pad_edge=False,
     )
     phases.add_column("phase", no_wrap=True)
-    phases.add_column("seen at", ratio=1, overflow="fold")
+    phases.add_column("at", ratio=1, overflow="fold")
     phases.add_column("lasted", no_wrap=True, justify="right")
-    seen = {t.status: t for t in record.transitions}
+    # A phase lasted until the next one in the lifecycle began.
+    timeline = record.timeline()
+    next_at = {a.status: b.at for a, b in pairwise(timeline)}
     skipped = record.skipped_phases()
-    times = [t.at for t in record.transitions]
     for phase in (*PHASES, record.status if record.status.is_terminal else None):
         if phase is None:
             continue
-        transition = seen.get(phase)
-        if transition is not None:
-            position = record.transitions.index(transition)
-            following = times[position + 1] if position + 1 < len(times) else None
+        mark = record.marks.get(phase)
+        if mark is not None:
+            following = next_at.get(phase)
             lasted = (
                 None
                 if phase.is_terminal
-                else (following if following is not None else now) - transition.at
+                else (following if following is not None else now) - mark.at
             )
             current = phase == record.status and not phase.is_terminal and record.in_flight
             phases.add_row(
                 phase.value,
-                f"+{transition.at - t0:.3f}s" + (" (current)" if current else ""),
+                Text.assemble(
+                    f"+{mark.at - t0:.3f}s ",
+                    (_source(mark), "dim"),
+                    " (current)" if current else "",
+                ),
                 duration(lasted),
             )
         elif phase in skipped:

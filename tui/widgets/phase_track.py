@@ -1,6 +1,11 @@
 """The phase track: queued → running → grading → terminal, one glyph each (DESIGN.md §2).
 
 Pure functions from a board record to Rich text, shared by the table and the details pane.
+
+A phase is `observed` when a poll saw it or its server reported it (an ownership event,
+PROTOCOL.md §8.1). The two are told apart only where that matters: on a rollout whose
+server does report, a past phase only a poll saw is drawn half-filled — the server's own
+report of it never came (yet), so its time is the poll's, not the server's.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from core.types import RolloutStatus
 # Glyph and style per state of a phase cell. Styles are theme-neutral ANSI names so that the
 # track reads the same in every theme and in NO_COLOR terminals (the glyph carries the meaning).
 OBSERVED = ("●", "green")
+POLL_ONLY = ("◐", "green")
 CURRENT = ("◉", "bold cyan")
 AHEAD = ("·", "dim")
 SKIP_GLYPHS: dict[SkipReason, tuple[str, str]] = {
@@ -30,13 +36,14 @@ NOT_ADMITTED = ("!", "bold red")
 CONNECTOR = ("─", "dim")
 
 SKIP_EXPLANATIONS: dict[SkipReason, str] = {
-    "not_observed": "happened between two polls (a later phase was seen)",
+    "not_observed": "happened unseen: no poll caught it and the server did not report it",
     "not_requested": "grading was not requested (grade=false)",
     "ended_early": "the rollout ended before reaching it",
 }
 
 LEGEND = (
     ("●", "observed"),
+    ("◐", "seen by a poll only; no server report"),
     ("◉", "current"),
     ("·", "not yet"),
     ("◌", "not observed"),
@@ -53,14 +60,16 @@ def phase_cells(record: RolloutRecord) -> list[tuple[str, str]]:
     """(glyph, style) for queued, running, grading and the terminal cell."""
     if record.admission_error is not None:
         return [NOT_ADMITTED, AHEAD, AHEAD, NOT_ADMITTED]
-    seen = {transition.status for transition in record.transitions}
+    marks = record.marks
+    reporting = any(mark.source == "server" for mark in marks.values())
     skipped = record.skipped_phases()
     cells: list[tuple[str, str]] = []
     for phase in PHASES:
+        mark = marks.get(phase)
         if phase == record.status and not record.untracked:
             cells.append(CURRENT)
-        elif phase in seen:
-            cells.append(OBSERVED)
+        elif mark is not None:
+            cells.append(POLL_ONLY if reporting and mark.source == "poll" else OBSERVED)
         elif phase in skipped:
             cells.append(SKIP_GLYPHS[skipped[phase]])
         else:

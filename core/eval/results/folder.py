@@ -12,8 +12,9 @@ official shapes (osmosis-ai 0.3.8) so that either tool resumes the other's runs:
   (`core.eval.results.trials`).
 - `logs.txt` (`core.eval.results.logs`): timestamped lines, secrets redacted.
 - ours, which the official tools ignore: `transitions.jsonl` (`core.eval.results.transitions`),
-  read by `osmosis-tui replay`, and `calls.jsonl` (`core.eval.model_calls`), one line per
-  model call through the gateway.
+  read by `osmosis-tui replay`, `calls.jsonl` (`core.eval.model_calls`), one line per
+  model call through the gateway, and `previews/`, where the servers write their rollouts'
+  live transcripts (PROTOCOL.md §8.2).
 
 `<output>/.locks/<run-name>.lock` (`core.eval.results.lock`) keeps a second run of the same
 name out while one lives. Every file is created with mode 0600 (`core.eval.results.durable`).
@@ -60,6 +61,7 @@ CALLS_FILE = "calls.jsonl"
 TRIALS_DIR = "rollout_trials"
 TRAJECTORIES_DIR = "trajectories"
 ARTIFACTS_DIR = "artifacts"
+PREVIEWS_DIR = "previews"
 LOCKS_DIR = ".locks"
 
 # As official, so that a name one tool accepts the other accepts too.
@@ -309,6 +311,12 @@ class RunFolder:
     def artifacts_dir(self) -> Path:
         return self.path / ARTIFACTS_DIR
 
+    @property
+    def previews_dir(self) -> Path:
+        """`_OSMOSIS_ROLLOUT_PREVIEW_ROOT` for the run's servers: `<rollout_id>/preview.json`
+        each (PROTOCOL.md §8.2)."""
+        return self.path / PREVIEWS_DIR
+
 
 __all__ = [
     "ARTIFACTS_DIR",
@@ -320,6 +328,7 @@ __all__ = [
     "LOGS_FILE",
     "MANIFEST_FILE",
     "METRICS_FILE",
+    "PREVIEWS_DIR",
     "PROGRESS_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_DIR",

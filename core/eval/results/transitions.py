@@ -7,9 +7,16 @@ would be null are left out:
 - `{"kind": "session", "t": 0.0, "started_at": ISO-8601 UTC}`: first line written by each
   process that opens the log. A resumed run appends a new session, and `t` restarts at 0
   there, so a reader groups lines by session.
-- `{"kind": "status", "rollout_id", "row_index", "run_index", "status", "t"}`: an observed
-  status change (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`,
-  `unknown`, or whatever the server reported). A line without `kind` is read as this one.
+- `{"kind": "status", "rollout_id", "row_index", "run_index", "status", "t", "source",
+  "grade"?, "server_time"?, "event_sequence"?, "server_id"?}`: a status change (`queued`,
+  `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or whatever the server
+  reported) as one source saw it. `source` `poll`: a poll of the result endpoint saw it at
+  `t`. `source` `server`: the server's ownership event (PROTOCOL.md §8.1) reported it;
+  `server_time` is the server's clock (ISO-8601 UTC), `t` the same instant on ours (never
+  later than the event's arrival), `event_sequence` and `server_id` as published. A status
+  both sources saw has a line from each. `grade` (whether grading was asked for) is on a
+  rollout's first line. A line without `kind` is read as this one, one without `source` as
+  a poll's (logs of older versions).
 - `{"kind": "cancel_request", "rollout_id", "row_index", "run_index", "t",
   "disposition"?, "error"?, "reply_t"?}`: a cancel was requested at `t`. Written when it is
   asked for, then once more when the server answered: the same line with `disposition`
@@ -26,6 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -107,9 +115,15 @@ class TransitionLog(AppendFile):
         status: str,
         t: float,
         *,
+        source: str = "poll",
         grade: bool | None = None,
+        server_time: float | None = None,
+        event_sequence: int | None = None,
+        server_id: str | None = None,
     ) -> None:
-        """An observed status change of one rollout, at `t` seconds since the session start.
+        """A status change of one rollout as `source` saw it, at `t` seconds since the
+        session start; `server_time` (seconds since the epoch), `event_sequence` and
+        `server_id` for a server's report.
 
         `grade` (whether grading was asked for) goes on a rollout's first record, so that a
         replay can tell a grading phase that was not requested from one that was missed.
@@ -122,7 +136,15 @@ class TransitionLog(AppendFile):
                 "run_index": run_index,
                 "status": _plain(status),
                 "t": t,
+                "source": source,
                 "grade": grade,
+                "server_time": (
+                    None
+                    if server_time is None
+                    else iso_utc(datetime.fromtimestamp(server_time, timezone.utc))
+                ),
+                "event_sequence": event_sequence,
+                "server_id": server_id,
             }
         )
 
