@@ -1,0 +1,440 @@
+"""A rollout's conversation as the dashboard shows it: read from its live preview
+(PROTOCOL.md §8.2) as it changes, or built from its final sample. Files only: no HTTP here.
+
+`preview.json` is a trimmed trajectory document in the ATIF shape, and two shapes of it are
+read into one model (`Transcript`):
+
+- server_stub's (trajectory.json's, ATIF-v1.2): one step per chat message, `source` user,
+  system, agent or environment (a tool's answer), the message's content as it was, and its
+  tool calls as the chat API spells them (`{"id", "function": {"name", "arguments": "<json>"}}`);
+- the official server's (ATIF-v1.7): sources user, system and agent only, tool calls as
+  `{"tool_call_id", "function_name", "arguments": {...}}`, the tools' answers folded into the
+  agent step that called them (`observation.results`), content as text or a list of parts.
+
+Both hold `extra.osmosis` (rollout_id, preview, turn, truncated, status, preview_version,
+updated_at). A file that is missing, half written, too large or not such a document gives no
+transcript and says why; nothing here raises into the caller for what a file holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from core.types import RolloutSample
+
+#: The preview's name in its rollout's folder under the preview root (PROTOCOL.md §8.2).
+PREVIEW_FILE = "preview.json"
+#: The rollout ids a server writes previews for (any other would not be one folder's name).
+PREVIEW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,255}")
+#: The protocol's bound on a preview; files a little over it are still read (another writer
+#: may count differently), far over it are refused unread.
+MAX_PREVIEW_BYTES = 900 * 1024
+MAX_READ_BYTES = MAX_PREVIEW_BYTES + 124 * 1024
+#: At most this many steps (a preview holds at most 100; a final sample may hold thousands).
+MAX_STEPS = 100
+#: Per text: a preview's strings are already clipped to this by the server, a sample's are not.
+MAX_TEXT_CHARS = 16_384
+CLIPPED_MARK = " […]"
+
+Origin = Literal["preview", "sample"]
+# ATIF's step sources and the chat roles, as the roles the transcript shows.
+_ROLES = {
+    "agent": "assistant",
+    "assistant": "assistant",
+    "user": "user",
+    "system": "system",
+    "developer": "system",
+    "environment": "tool",
+    "tool": "tool",
+    "function": "tool",
+}
+_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+_IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
+# Names, statuses and ids are short; a longer value is cut (preview ids are at most 256).
+MAX_NAME_CHARS = 256
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool the model asked for: its name and arguments (as text: JSON, usually)."""
+
+    name: str
+    arguments: str
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool answered (official previews fold it into the step that called it)."""
+
+    text: str
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptStep:
+    """One message of the conversation."""
+
+    #: system, user, assistant or tool (another role is kept as it was given).
+    role: str
+    #: What the document called it: the ATIF step source, or the chat role.
+    source: str
+    text: str
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    #: The tool call a tool message answers (a final sample's tool messages say so).
+    call_id: str | None = None
+    #: The step's place in the whole conversation, from 1, when the writer knew it.
+    step_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The latest steps of a rollout's conversation, and what the writer said about them.
+
+    Fields that tell one version from the next come first: comparing two transcripts for a
+    repaint stops at the first difference."""
+
+    origin: Origin
+    preview_version: int | None
+    updated_at: datetime | None
+    status: str | None
+    turn: int | None
+    #: Older steps or parts of long texts were left out (by the server, for a preview).
+    truncated: bool
+    steps: tuple[TranscriptStep, ...]
+    rollout_id: str | None = None
+
+
+class _Unreadable(Exception):
+    """Why a preview file gives no transcript (the message says it to the user)."""
+
+
+# -- reading a preview file -------------------------------------------------------------------
+
+
+def preview_path(root: Path, rollout_id: str) -> Path | None:
+    """Where the preview of `rollout_id` is under the preview `root`; None for an id that no
+    server writes a preview for (and that could name a path outside the root)."""
+    if not PREVIEW_ID.fullmatch(rollout_id):
+        return None
+    return root / rollout_id / PREVIEW_FILE
+
+
+def read_preview(
+    path: Path, *, on_problem: Callable[[str], None] | None = None
+) -> Transcript | None:
+    """The transcript in the preview file `path`; None when there is none, after telling
+    `on_problem` why (missing, too large, not JSON, not a trajectory document, ...)."""
+    try:
+        return _read(path)
+    except _Unreadable as problem:
+        if on_problem is not None:
+            on_problem(str(problem))
+        return None
+
+
+def _read(path: Path) -> Transcript:
+    # Non-blocking, so that a FIFO put in the preview's place cannot hang the reader; not
+    # through a symlink, so that a rollout server cannot make the dashboard show another file.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise _Unreadable("no preview yet") from None
+    except OSError as exc:
+        raise _Unreadable(f"cannot open the preview: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unreadable("the preview is not a regular file")
+        if info.st_size > MAX_READ_BYTES:
+            raise _Unreadable(_too_large(info.st_size))
+        data = _read_at_most(descriptor, MAX_READ_BYTES + 1)
+    except OSError as exc:
+        raise _Unreadable(f"cannot read the preview: {exc.strerror or exc}") from None
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_READ_BYTES:  # it grew after its size was looked at
+        raise _Unreadable(_too_large(len(data)))
+    return _parse(data)
+
+
+def _read_at_most(descriptor: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(descriptor, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(size: int) -> str:
+    return f"the preview is too large ({size:,} bytes; at most {MAX_READ_BYTES:,} are read)"
+
+
+def _parse(data: bytes) -> Transcript:
+    if not data.strip():
+        raise _Unreadable("the preview is empty")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Unreadable("the preview is not UTF-8 text") from None
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise _Unreadable(f"the preview is not JSON ({exc})") from None
+    except RecursionError:
+        raise _Unreadable("the preview is nested too deeply") from None
+    if not isinstance(document, dict) or not isinstance(document.get("steps"), list):
+        raise _Unreadable("the preview is not a trajectory document (it has no list of steps)")
+    metadata = _mapping(_mapping(document.get("extra")).get("osmosis"))
+    raw_steps: list[Any] = document["steps"]
+    window = raw_steps[-MAX_STEPS:]
+    clipped = _Clipped(len(window) < len(raw_steps))
+    steps = tuple(
+        _atif_step(step, clipped) for step in window if isinstance(step, Mapping) and step
+    )
+    rollout_id = metadata.get("rollout_id")
+    if not isinstance(rollout_id, str):
+        session = document.get("session_id")
+        rollout_id = session if isinstance(session, str) else None
+    return Transcript(
+        origin="preview",
+        preview_version=_count(metadata.get("preview_version")),
+        updated_at=_instant(metadata.get("updated_at")),
+        status=_short(metadata.get("status")),
+        turn=_count(metadata.get("turn")),
+        truncated=metadata.get("truncated") is True or clipped.any,
+        steps=steps,
+        rollout_id=rollout_id,
+    )
+
+
+def _atif_step(step: Mapping[str, Any], clipped: _Clipped) -> TranscriptStep:
+    source = _short(step.get("source")) or "?"
+    extra = _mapping(_mapping(step.get("extra")).get("osmosis"))
+    observation = _mapping(step.get("observation"))
+    results = observation.get("results")
+    return TranscriptStep(
+        role=_ROLES.get(source, source),
+        source=source,
+        text=clipped.text(_content_text(step.get("message"))),
+        reasoning=_optional_text(step.get("reasoning_content"), clipped),
+        tool_calls=_tool_calls(step.get("tool_calls"), clipped),
+        tool_results=tuple(
+            ToolResult(
+                clipped.text(_content_text(result.get("content"))),
+                _short(result.get("source_call_id")),
+            )
+            for result in (results if isinstance(results, list) else ())
+            if isinstance(result, Mapping)
+        ),
+        step_id=_count(extra.get("original_step_id")),
+    )
+
+
+# -- a final sample ---------------------------------------------------------------------------
+
+
+def transcript_of_sample(sample: RolloutSample, *, status: str | None = None) -> Transcript:
+    """The transcript of a finished rollout's sample (its chat messages): the latest
+    `MAX_STEPS` of them, numbered in the whole conversation."""
+    messages = sample.messages
+    first = max(len(messages) - MAX_STEPS, 0)
+    clipped = _Clipped(first > 0)
+    steps = tuple(
+        _chat_step(message, first + offset + 1, clipped)
+        for offset, message in enumerate(messages[first:])
+        if isinstance(message, Mapping)
+    )
+    turn = sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
+    return Transcript(
+        origin="sample",
+        preview_version=None,
+        updated_at=None,
+        status=status,
+        turn=turn,
+        truncated=clipped.any,
+        steps=steps,
+    )
+
+
+def _chat_step(message: Mapping[str, Any], step_id: int, clipped: _Clipped) -> TranscriptStep:
+    role = _short(message.get("role")) or "?"
+    reasoning = message.get("reasoning_content")
+    if reasoning is None:
+        reasoning = message.get("reasoning")
+    return TranscriptStep(
+        role=_ROLES.get(role, role),
+        source=role,
+        text=clipped.text(_content_text(message.get("content"))),
+        reasoning=_optional_text(reasoning, clipped),
+        tool_calls=_tool_calls(message.get("tool_calls"), clipped),
+        call_id=_short(message.get("tool_call_id")),
+        step_id=step_id,
+    )
+
+
+# -- values of either shape -------------------------------------------------------------------
+
+
+class _Clipped:
+    """Bounds the texts of one transcript and remembers whether anything was left out."""
+
+    def __init__(self, already: bool) -> None:
+        self.any = already
+
+    def text(self, text: str) -> str:
+        if len(text) <= MAX_TEXT_CHARS:
+            return text
+        self.any = True
+        return text[:MAX_TEXT_CHARS] + CLIPPED_MARK
+
+
+def _tool_calls(value: object, clipped: _Clipped) -> tuple[ToolCall, ...]:
+    """Tool calls in either spelling: ATIF's (`function_name`, `arguments` an object) or the
+    chat API's (`function.name`, `function.arguments` a JSON string)."""
+    if not isinstance(value, list):
+        return ()
+    calls = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            continue
+        function = _mapping(item.get("function"))
+        name = item.get("function_name", function.get("name"))
+        arguments = item.get("arguments", function.get("arguments"))
+        calls.append(
+            ToolCall(
+                name=_short(name) or "?",
+                arguments=clipped.text(
+                    arguments if isinstance(arguments, str) else _json_text(arguments)
+                ),
+                call_id=_short(item.get("tool_call_id", item.get("id"))),
+            )
+        )
+    return tuple(calls)
+
+
+def _content_text(content: object) -> str:
+    """A message's content as text: a string as it is, the text of content parts (an image as
+    `[image]`), anything else as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_part_text(part) for part in content)
+    if isinstance(content, Mapping):
+        return _part_text(content)
+    return _json_text(content)
+
+
+def _part_text(part: object) -> str:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, Mapping):
+        kind = part.get("type")
+        if kind in _TEXT_PART_TYPES and isinstance(part.get("text"), str):
+            return str(part["text"])
+        if kind in _IMAGE_PART_TYPES:
+            return "[image]"
+    return _json_text(part)
+
+
+def _json_text(value: object) -> str:
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return "[unprintable value]"
+
+
+def _optional_text(value: object, clipped: _Clipped) -> str | None:
+    if value is None or value == "":
+        return None
+    return clipped.text(value if isinstance(value, str) else _json_text(value))
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _short(value: object) -> str | None:
+    """A name-like value (a role, a status, an id) or None; bounded, never a whole text."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value[:MAX_NAME_CHARS]
+
+
+def _count(value: object) -> int | None:
+    # bool is an int subclass, and `true` is not a version or a turn.
+    return value if type(value) is int and value >= 0 else None
+
+
+def _instant(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+# -- following a preview file -----------------------------------------------------------------
+
+
+class PreviewWatcher:
+    """Follows one rollout's preview.json: it is read again only when the file changed (its
+    inode, size or modification time), and a new read counts as a change only when the
+    transcript differs (a file rewritten with the same preview is not one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        #: The latest preview read from the file; kept when a later look finds none.
+        self.transcript: Transcript | None = None
+        #: Why the latest look found no preview (None when `transcript` is the file's).
+        self.problem: str | None = None
+        self._seen: tuple[int, int, int] | None = None
+
+    def poll(self) -> bool:
+        """Look at the file again; True when the transcript or the problem changed."""
+        try:
+            info = os.lstat(self.path)
+        except OSError as exc:
+            self._seen = None
+            reason = "no preview yet" if isinstance(exc, FileNotFoundError) else None
+            return self._set_problem(reason or f"cannot open the preview: {exc.strerror or exc}")
+        seen = (info.st_ino, info.st_size, info.st_mtime_ns)
+        if seen == self._seen:
+            return False
+        self._seen = seen
+        problems: list[str] = []
+        transcript = read_preview(self.path, on_problem=problems.append)
+        if transcript is None:
+            return self._set_problem(problems[0] if problems else "no preview")
+        changed = self.problem is not None
+        # The same preview keeps its object: a viewer tells a change by identity.
+        if transcript != self.transcript:
+            self.transcript, changed = transcript, True
+        self.problem = None
+        return changed
+
+    def _set_problem(self, problem: str) -> bool:
+        changed = problem != self.problem
+        self.problem = problem
+        return changed
