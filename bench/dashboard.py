@@ -41,6 +41,7 @@ class SyntheticSource:
     read_only = True
     finished = False
     can_send = False
+    preview_root = None
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, 0.0, 0)

@@ -77,6 +77,7 @@ class StaticSource:
     server_states: list[ServerView] = field(
         default_factory=lambda: [ServerView(SERVER, "accepting")]
     )
+    preview_root: Path | None = None
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]

@@ -162,3 +162,10 @@ async def test_q_leaves_a_replay_at_once(tmp_path: Path) -> None:
         await pilot.press("q")
         await until(pilot, lambda: app.return_code is not None, timeout=2)
         assert not source.finished
+
+
+def test_a_replay_reads_the_previews_beside_its_recording(tmp_path: Path) -> None:
+    path = write_recording(tmp_path / "run", SLOW)
+    assert ReplaySource(path).preview_root is None
+    (tmp_path / "run" / "previews").mkdir()
+    assert ReplaySource(path).preview_root == tmp_path / "run" / "previews"

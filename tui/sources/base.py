@@ -6,6 +6,7 @@ The dashboard reads only the board and this small interface; it never talks HTTP
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from core.board import RolloutBoard
@@ -55,6 +56,12 @@ class DashboardSource(Protocol):
     def can_send(self) -> bool:
         """Whether `submit` and `rerun` can reach a server now (not before the servers are up,
         nor after the run has ended and closed its connections)."""
+        ...
+
+    @property
+    def preview_root(self) -> Path | None:
+        """Where the rollout servers write their live previews (`<root>/<rollout_id>/
+        preview.json`, PROTOCOL.md §8.2); None when there are none to read."""
         ...
 
     def progress(self) -> Progress: ...

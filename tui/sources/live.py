@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.gateway_errors import GatewayError
@@ -47,6 +48,12 @@ class EvalSource:
     def can_send(self) -> bool:
         # The session closes its HTTP client (and stops an embedded server) when it ends.
         return self.session.runner is not None and not self.finished
+
+    @property
+    def preview_root(self) -> Path | None:
+        # The run folder is opened when the run starts: no previews before.
+        folder = self.session.folder
+        return None if folder is None else folder.previews_dir
 
     def progress(self) -> Progress:
         return self.session.progress()

@@ -22,7 +22,7 @@ from typing import Any
 from core.board import RolloutBoard
 from core.eval.errors import EvalError
 from core.eval.results.events import Journal
-from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE
+from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, PREVIEWS_DIR
 from core.eval.results.manifest import work_item_count
 from core.eval.results.metrics import (
     DEFAULT_PASS_THRESHOLD,
@@ -205,6 +205,13 @@ class ReplaySource:
     @property
     def can_send(self) -> bool:
         return False
+
+    @property
+    def preview_root(self) -> Path | None:
+        """The recorded run's previews, when they sit beside the recording: a replay shows
+        each rollout's last preview (the files stopped changing when the run ended)."""
+        previews = self.path.with_name(PREVIEWS_DIR)
+        return previews if previews.is_dir() else None
 
     def progress(self) -> Progress:
         """The run's progress as of the replayed moment: the results of the rollouts seen

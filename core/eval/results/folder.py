@@ -13,8 +13,8 @@ official shapes (osmosis-ai 0.3.8) so that either tool resumes the other's runs:
 - `logs.txt` (`core.eval.results.logs`): timestamped lines, secrets redacted.
 - ours, which the official tools ignore: `transitions.jsonl` (`core.eval.results.transitions`),
   read by `osmosis-tui replay`, `calls.jsonl` (`core.eval.model_calls`), one line per
-  model call through the gateway, and `previews/`, where the servers write their rollouts'
-  live transcripts (PROTOCOL.md §8.2).
+  model call through the gateway, and `previews/`, the live preview root of the rollout
+  servers (`<rollout_id>/preview.json`, PROTOCOL.md §8.2), read by the dashboard's transcript.
 
 `<output>/.locks/<run-name>.lock` (`core.eval.results.lock`) keeps a second run of the same
 name out while one lives. Every file is created with mode 0600 (`core.eval.results.durable`).
