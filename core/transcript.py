@@ -43,6 +43,9 @@ MAX_STEPS = 100
 #: Per text: a preview's strings are already clipped to this by the server, a sample's are not.
 MAX_TEXT_CHARS = 16_384
 CLIPPED_MARK = " […]"
+#: The problem of a preview file that does not exist (yet: a server writes the first one within
+#: 3 s of the rollout's start, when its workflow shows its conversation).
+PREVIEW_MISSING = "no preview yet"
 
 Origin = Literal["preview", "sample"]
 # ATIF's step sources and the chat roles, as the roles the transcript shows.
@@ -150,7 +153,7 @@ def _read(path: Path) -> Transcript:
     try:
         descriptor = os.open(path, flags)
     except FileNotFoundError:
-        raise _Unreadable("no preview yet") from None
+        raise _Unreadable(PREVIEW_MISSING) from None
     except OSError as exc:
         raise _Unreadable(f"cannot open the preview: {exc.strerror or exc}") from None
     try:
@@ -417,7 +420,7 @@ class PreviewWatcher:
             info = os.lstat(self.path)
         except OSError as exc:
             self._seen = None
-            reason = "no preview yet" if isinstance(exc, FileNotFoundError) else None
+            reason = PREVIEW_MISSING if isinstance(exc, FileNotFoundError) else None
             return self._set_problem(reason or f"cannot open the preview: {exc.strerror or exc}")
         seen = (info.st_ino, info.st_size, info.st_mtime_ns)
         if seen == self._seen:

@@ -31,6 +31,7 @@ from tui.flows.cancel import CancelFlow
 from tui.flows.quit import QuitFlow
 from tui.flows.submit import SubmitFlow
 from tui.screens.dialogs import HelpScreen
+from tui.screens.transcript import TranscriptScreen
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
@@ -267,6 +268,11 @@ class DashboardApp(App[None]):
         pane.toggle_class("-open")
         if pane.has_class("-open"):
             self._show_details()
+
+    def action_transcript(self) -> None:
+        record = self.selected()
+        if record is not None:
+            self.push_screen(TranscriptScreen(self.source, record))
 
     # -- enabling ----------------------------------------------------------------------------
 

@@ -34,6 +34,14 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         id="details.toggle",
     ),
     Binding(
+        "t",
+        "transcript",
+        "Transcript",
+        tooltip="The selected rollout's conversation, live or final",
+        show=False,
+        id="transcript.open",
+    ),
+    Binding(
         "c",
         "cancel_server",
         "Cancel",
@@ -165,6 +173,8 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
         ) or None
     if action == "new_rollout":
         return source.can_send or None
+    if action == "transcript":
+        return record is not None or None
     return True
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from core.eval import EvalRequest, prepare
+from core.eval.results.folder import PREVIEWS_DIR
 from server_stub import (
     AgentWorkflowConfig,
     ConcurrencyConfig,
@@ -34,7 +35,8 @@ from tui.sources.live import EvalSource
 def live_eval(tmp_path: Path) -> LiveFactory:
     """`async with live_eval(rows, **request) as live:` serves a fresh server_stub (running
     Echo, or `workflow=`, graded by `grader`) and prepares an eval of `rows` against it (the
-    app is created by the test)."""
+    app is created by the test). With `previews`, the server writes its live previews in the
+    run folder's previews/, where the dashboard looks for them."""
 
     @asynccontextmanager
     async def start(
@@ -43,6 +45,7 @@ def live_eval(tmp_path: Path) -> LiveFactory:
         result_wait: float = 0.3,
         workflow: Any = Echo,
         grader: type[Grader] = ExactMatch,
+        previews: bool = False,
         **request: Any,
     ) -> AsyncIterator[Live]:
         backend = LocalBackend(
@@ -54,7 +57,11 @@ def live_eval(tmp_path: Path) -> LiveFactory:
         )
         # A short long-poll hold, so status changes show up within a fraction of a second.
         server = create_rollout_server(
-            backend=backend, configure_logging=False, result_wait_timeout_sec=result_wait
+            backend=backend,
+            configure_logging=False,
+            result_wait_timeout_sec=result_wait,
+            # None: as the environment says (no previews in the tests' environment).
+            preview_root=tmp_path / "out" / "live" / PREVIEWS_DIR if previews else None,
         )
         dataset = tmp_path / "rows.jsonl"
         dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
