@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,20 +27,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from core.types import RolloutSample
+from core.types import (
+    MAX_PREVIEW_BYTES,
+    MAX_PREVIEW_STEPS,
+    MAX_PREVIEW_TEXT_CHARS,
+    PREVIEW_FILE,
+    PREVIEW_ID,
+    RolloutSample,
+)
 
-#: The preview's name in its rollout's folder under the preview root (PROTOCOL.md §8.2).
-PREVIEW_FILE = "preview.json"
-#: The rollout ids a server writes previews for (any other would not be one folder's name).
-PREVIEW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,255}")
-#: The protocol's bound on a preview; files a little over it are still read (another writer
-#: may count differently), far over it are refused unread.
-MAX_PREVIEW_BYTES = 900 * 1024
+#: Files a little over the protocol's bound on a preview are still read (another writer may
+#: count differently), far over it are refused unread.
 MAX_READ_BYTES = MAX_PREVIEW_BYTES + 124 * 1024
-#: At most this many steps (a preview holds at most 100; a final sample may hold thousands).
-MAX_STEPS = 100
-#: Per text: a preview's strings are already clipped to this by the server, a sample's are not.
-MAX_TEXT_CHARS = 16_384
 CLIPPED_MARK = " […]"
 #: The problem of a preview file that does not exist (yet: a server writes the first one within
 #: 3 s of the rollout's start, when its workflow shows its conversation).
@@ -205,7 +202,7 @@ def _parse(data: bytes) -> Transcript:
         raise _Unreadable("the preview is not a trajectory document (it has no list of steps)")
     metadata = _mapping(_mapping(document.get("extra")).get("osmosis"))
     raw_steps: list[Any] = document["steps"]
-    window = raw_steps[-MAX_STEPS:]
+    window = raw_steps[-MAX_PREVIEW_STEPS:]
     clipped = _Clipped(len(window) < len(raw_steps))
     steps = tuple(
         _atif_step(step, clipped) for step in window if isinstance(step, Mapping) and step
@@ -254,9 +251,9 @@ def _atif_step(step: Mapping[str, Any], clipped: _Clipped) -> TranscriptStep:
 
 def transcript_of_sample(sample: RolloutSample, *, status: str | None = None) -> Transcript:
     """The transcript of a finished rollout's sample (its chat messages): the latest
-    `MAX_STEPS` of them, numbered in the whole conversation."""
+    `MAX_PREVIEW_STEPS` of them, numbered in the whole conversation."""
     messages = sample.messages
-    first = max(len(messages) - MAX_STEPS, 0)
+    first = max(len(messages) - MAX_PREVIEW_STEPS, 0)
     clipped = _Clipped(first > 0)
     steps = tuple(
         _chat_step(message, first + offset + 1, clipped)
@@ -301,10 +298,10 @@ class _Clipped:
         self.any = already
 
     def text(self, text: str) -> str:
-        if len(text) <= MAX_TEXT_CHARS:
+        if len(text) <= MAX_PREVIEW_TEXT_CHARS:
             return text
         self.any = True
-        return text[:MAX_TEXT_CHARS] + CLIPPED_MARK
+        return text[:MAX_PREVIEW_TEXT_CHARS] + CLIPPED_MARK
 
 
 def _tool_calls(value: object, clipped: _Clipped) -> tuple[ToolCall, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import enum
 import math
+import re
 from pathlib import PurePath
 from typing import Any
 
@@ -24,6 +25,14 @@ OBSERVED_STATUS_HEADER = "X-Osmosis-Observed-Status"
 # start: ownership events to `<endpoint>/v1/logs`, live previews under the preview root.
 OTLP_ENDPOINT_ENV = "OSMOSIS_ROLLOUT_OTLP_ENDPOINT"
 PREVIEW_ROOT_ENV = "_OSMOSIS_ROLLOUT_PREVIEW_ROOT"
+#: A live preview (§8.2): `<root>/<rollout_id>/PREVIEW_FILE`, for ids matching PREVIEW_ID only,
+#: at most MAX_PREVIEW_STEPS steps and MAX_PREVIEW_BYTES, each text at most
+#: MAX_PREVIEW_TEXT_CHARS. The server writes by these and the dashboard reads by them.
+PREVIEW_FILE = "preview.json"
+PREVIEW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,255}")
+MAX_PREVIEW_STEPS = 100
+MAX_PREVIEW_BYTES = 900 * 1024
+MAX_PREVIEW_TEXT_CHARS = 16_384
 
 MessageDict = dict[str, Any]
 Messages = list[MessageDict]
@@ -204,10 +213,15 @@ class RolloutLifecycle(BaseModel):
 
 
 __all__ = [
+    "MAX_PREVIEW_BYTES",
+    "MAX_PREVIEW_STEPS",
+    "MAX_PREVIEW_TEXT_CHARS",
     "OBSERVED_STATUS_HEADER",
     "OTLP_ENDPOINT_ENV",
     "PHASE_ORDER",
     "POLLING_LEASE_HEADER",
+    "PREVIEW_FILE",
+    "PREVIEW_ID",
     "PREVIEW_ROOT_ENV",
     "TERMINAL_STATUSES",
     "CancelDisposition",

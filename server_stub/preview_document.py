@@ -14,13 +14,11 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from core.types import RolloutSample
+from core.types import MAX_PREVIEW_BYTES, MAX_PREVIEW_STEPS, MAX_PREVIEW_TEXT_CHARS, RolloutSample
 from server_stub.results import trajectory_head, trajectory_steps
 
-MAX_PREVIEW_STEPS = 100
-MAX_PREVIEW_BYTES = 900 * 1024
-# Per string, per container and nesting depth: one huge tool result cannot crowd out the rest.
-MAX_TEXT_CHARS = 16_384
+# Per container and nesting depth (and per string, MAX_PREVIEW_TEXT_CHARS): one huge tool
+# result cannot crowd out the rest.
 MAX_ITEMS = 1000
 MAX_DEPTH = 20
 MAX_TURN = 1_000_000
@@ -193,9 +191,9 @@ class _Clipper:
             return TRUNCATED_MARK.strip()
         if isinstance(value, str):
             text = self.redactor.text(value)
-            if len(text) > MAX_TEXT_CHARS:
+            if len(text) > MAX_PREVIEW_TEXT_CHARS:
                 self.clipped = True
-                return text[:MAX_TEXT_CHARS] + TRUNCATED_MARK
+                return text[:MAX_PREVIEW_TEXT_CHARS] + TRUNCATED_MARK
             return text
         if isinstance(value, dict):
             if len(value) > MAX_ITEMS:

@@ -15,29 +15,28 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.types import PREVIEW_ROOT_ENV, RolloutStatus
-from server_stub.preview_document import (
+from core.types import (
     MAX_PREVIEW_BYTES,
     MAX_PREVIEW_STEPS,
-    encode,
-    preview_document,
+    PREVIEW_FILE,
+    PREVIEW_ID,
+    PREVIEW_ROOT_ENV,
+    RolloutStatus,
 )
+from server_stub.preview_document import encode, preview_document
 from server_stub.workflow import RolloutContext
 
 logger = logging.getLogger(__name__)
 
-PREVIEW_FILE = "preview.json"
 PREVIEW_INTERVAL_SEC = 3.0
 SOURCE_TIMEOUT_SEC = 1.0
 # At shutdown every rollout is terminal, so a publisher has one write left at most.
 CLOSE_WAIT_SEC = 2.0
-PREVIEW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,255}")
 
 
 def _linked(path: Path) -> bool:

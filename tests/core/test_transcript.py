@@ -15,10 +15,6 @@ import pytest
 import core.transcript as transcript_module
 from core.transcript import (
     MAX_READ_BYTES,
-    MAX_STEPS,
-    MAX_TEXT_CHARS,
-    PREVIEW_FILE,
-    PREVIEW_ID,
     PreviewWatcher,
     ToolCall,
     ToolResult,
@@ -28,8 +24,14 @@ from core.transcript import (
     read_preview,
     transcript_of_sample,
 )
-from core.types import RolloutSample, RolloutStatus
-from server_stub import preview_document as stub_document
+from core.types import (
+    MAX_PREVIEW_BYTES,
+    MAX_PREVIEW_STEPS,
+    MAX_PREVIEW_TEXT_CHARS,
+    PREVIEW_FILE,
+    RolloutSample,
+    RolloutStatus,
+)
 from server_stub import previews as stub_previews
 from server_stub.message_source import MessageSource
 from server_stub.workflow import RolloutContext
@@ -260,13 +262,13 @@ def test_steps_of_any_shape_are_read_as_far_as_they_go(tmp_path: Path) -> None:
 
 
 def test_long_texts_and_many_steps_are_bounded_and_marked(tmp_path: Path) -> None:
-    steps = [{"source": "user", "message": f"m{n}"} for n in range(MAX_STEPS + 5)]
-    steps[-1]["message"] = "x" * (MAX_TEXT_CHARS + 10)
+    steps = [{"source": "user", "message": f"m{n}"} for n in range(MAX_PREVIEW_STEPS + 5)]
+    steps[-1]["message"] = "x" * (MAX_PREVIEW_TEXT_CHARS + 10)
     transcript = read_preview(write(tmp_path / PREVIEW_FILE, {"steps": steps}))
     assert transcript is not None and transcript.truncated
-    assert len(transcript.steps) == MAX_STEPS
+    assert len(transcript.steps) == MAX_PREVIEW_STEPS
     assert transcript.steps[0].text == "m5"
-    assert len(transcript.steps[-1].text) < MAX_TEXT_CHARS + 10
+    assert len(transcript.steps[-1].text) < MAX_PREVIEW_TEXT_CHARS + 10
 
 
 # -- files that hold no transcript ------------------------------------------------------------
@@ -328,17 +330,9 @@ def test_a_file_without_a_transcript_gives_none_and_says_why(
 
 def test_a_file_a_little_over_the_protocols_bound_is_still_read(tmp_path: Path) -> None:
     document = json.loads(json.dumps(OFFICIAL))
-    document["steps"][0]["message"] = " " * (stub_document.MAX_PREVIEW_BYTES + 1024)
+    document["steps"][0]["message"] = " " * (MAX_PREVIEW_BYTES + 1024)
     transcript = read_preview(write(tmp_path / PREVIEW_FILE, document))
     assert transcript is not None and transcript.steps[0].text.startswith(" ")
-
-
-def test_the_protocols_names_and_bounds_are_the_servers() -> None:
-    assert PREVIEW_FILE == stub_previews.PREVIEW_FILE
-    assert transcript_module.MAX_PREVIEW_BYTES == stub_document.MAX_PREVIEW_BYTES
-    assert MAX_STEPS == stub_document.MAX_PREVIEW_STEPS
-    assert MAX_TEXT_CHARS == stub_document.MAX_TEXT_CHARS
-    assert PREVIEW_ID.pattern == stub_previews.PREVIEW_ID.pattern
 
 
 @pytest.mark.parametrize("rollout_id", ["../x", "a/b", "", ".hidden", "x" * 257, "a\x00b"])
@@ -380,10 +374,10 @@ def test_a_final_sample_reads_as_its_conversation() -> None:
 
 
 def test_a_long_sample_keeps_its_latest_messages_numbered_in_the_whole() -> None:
-    messages = [{"role": "assistant", "content": f"m{n}"} for n in range(MAX_STEPS + 20)]
+    messages = [{"role": "assistant", "content": f"m{n}"} for n in range(MAX_PREVIEW_STEPS + 20)]
     transcript = transcript_of_sample(RolloutSample(messages=messages))
-    assert transcript.truncated and transcript.turn == MAX_STEPS + 20
-    assert len(transcript.steps) == MAX_STEPS
+    assert transcript.truncated and transcript.turn == MAX_PREVIEW_STEPS + 20
+    assert len(transcript.steps) == MAX_PREVIEW_STEPS
     assert (transcript.steps[0].text, transcript.steps[0].step_id) == ("m20", 21)
 
 

@@ -7,13 +7,8 @@ from typing import Any
 
 import pytest
 
-from core.types import RolloutSample
-from server_stub.preview_document import (
-    MAX_PREVIEW_BYTES,
-    MAX_PREVIEW_STEPS,
-    encode,
-    preview_document,
-)
+from core.types import MAX_PREVIEW_BYTES, MAX_PREVIEW_STEPS, RolloutSample
+from server_stub.preview_document import encode, preview_document
 
 
 def _sample(messages: list[dict[str, Any]], **extra: Any) -> RolloutSample:

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from core.types import MAX_PREVIEW_BYTES, MAX_PREVIEW_STEPS, MAX_PREVIEW_TEXT_CHARS
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow, aclose_chat_client
-from server_stub.preview_document import MAX_PREVIEW_BYTES, MAX_PREVIEW_STEPS, MAX_TEXT_CHARS
 from tests.conftest import Serve
 from tests.polling import eventually
 from tests.server.chat import KEY
@@ -179,7 +179,7 @@ async def test_a_preview_keeps_the_newest_steps_within_the_limits(
     assert 1 <= len(steps) < MAX_PREVIEW_STEPS
     assert [step["step_id"] for step in steps] == list(range(1, len(steps) + 1))
     for step in steps:
-        assert step["message"] == "x" * MAX_TEXT_CHARS + " [preview truncated]"
+        assert step["message"] == "x" * MAX_PREVIEW_TEXT_CHARS + " [preview truncated]"
         # The source left older messages out: their positions in the rollout are unknown.
         assert step["extra"]["osmosis"]["original_step_id"] is None
     metadata = _osmosis(document)

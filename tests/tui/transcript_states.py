@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from textual.pilot import Pilot
 
-from core.transcript import PREVIEW_FILE
+from core.types import PREVIEW_FILE
 from tests.tui.states import (
     SYSTEM_PROMPT,
     WALL_T0,
