@@ -20,7 +20,10 @@ parses. What is refused never reaches the hook and never stops the run:
 - a body that does not arrive within `read_timeout_sec`: 408;
 - a body that does not decode: 400;
 - more than `max_concurrent_requests` requests at once: 503 with `Retry-After`, which the
-  OpenTelemetry exporter retries.
+  OpenTelemetry exporter retries;
+- before any of that, the listener's own bounds (`http_limits`, `core.eval.http_limits`): a
+  request head too big, with too many headers or too slow to arrive, 431 or 408; past its
+  connection limit, 503.
 
 A refusal closes the connection, so a client that goes on sending (or lied about its length)
 holds nothing here; one that had not finished sending may see the reset instead of the
@@ -54,7 +57,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from core.eval.errors import EvalError
-from core.eval.loopback import LoopbackServer, LoopbackService
+from core.eval.http_limits import HttpLimits
+from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.ownership_events import OwnershipEvent, ownership_event
 
 logger = logging.getLogger(__name__)
@@ -195,10 +199,12 @@ class EventReceiver(LoopbackService):
         max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
         read_timeout_sec: float = READ_TIMEOUT_SEC,
         shutdown_grace_sec: int = 2,
+        http_limits: HttpLimits = HTTP_LIMITS,
     ) -> None:
         """`on_event` is called once per accepted event, in the event loop; an exception
         from it is logged and the event counted as dropped. `port` 0 picks a free port
-        (`--events-port` fixes it)."""
+        (`--events-port` fixes it); `http_limits` bounds what one connection may make the
+        listener hold (request heads, connections)."""
         self._on_event = on_event
         self._port = port
         self._limit = max_body_bytes
@@ -212,7 +218,9 @@ class EventReceiver(LoopbackService):
             routes=[Route(LOGS_PATH, self._export, methods=["POST"])],
             exception_handlers={HTTPException: self._not_here},
         )
-        self._listener = LoopbackServer(app, port=port, shutdown_grace_sec=shutdown_grace_sec)
+        self._listener = LoopbackServer(
+            app, port=port, shutdown_grace_sec=shutdown_grace_sec, limits=http_limits
+        )
 
     # -- what the run reads --------------------------------------------------------------
     @property

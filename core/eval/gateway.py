@@ -17,7 +17,11 @@ credentials. One route, as official:
   `chat.completion.chunk` with the whole message, `finish_reason` and `usage`, then
   `data: [DONE]`; an error after the stream began is an `event: error` before `[DONE]`;
 - an upstream failure is an OpenAI-style error body (`gateway_payloads.error_payload`) with
-  the upstream's 4xx status, 408 for a timeout, else 502.
+  the upstream's 4xx status, 408 for a timeout, else 502;
+- before the bearer is checked, the listener holds every connection to `http_limits`
+  (`core.eval.http_limits`): a request head too big, with too many headers or too slow to
+  arrive is 431 or 408, and past its connection limit 503. Bodies are not bounded: a chat
+  call carries the whole conversation.
 
 Behind an `advertise_url` (a proxy or tunnel with idle-read timeouts), a non-streaming call
 still pending after 90 s is answered 200 at once and kept warm with a space every 30 s until
@@ -64,7 +68,8 @@ from core.eval.gateway_payloads import (
     sse_error,
     usage_counts,
 )
-from core.eval.loopback import LoopbackServer, LoopbackService
+from core.eval.http_limits import HttpLimits
+from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.reasoning_memory import ReasoningMemory
 from core.eval.redact import Redactor
@@ -116,6 +121,7 @@ class ModelGateway(LoopbackService):
         keepalive_grace_sec: float = KEEPALIVE_GRACE_SEC,
         keepalive_interval_sec: float = KEEPALIVE_INTERVAL_SEC,
         shutdown_grace_sec: int = 2,
+        http_limits: HttpLimits = HTTP_LIMITS,
     ) -> None:
         """`listener_port` None or 0 picks a free port; `advertise_url` replaces the base of
         the URLs given to rollouts (it may be set later, once a tunnel knows its address);
@@ -125,7 +131,8 @@ class ModelGateway(LoopbackService):
         `forward_headers` are request headers passed on to the upstream (the demo's
         `X-Stub-Behaviour`); `keepalive` (default: on with an `advertise_url`) keeps slow
         non-streaming answers warm; `shutdown_grace_sec` bounds how long stopping waits for
-        calls still in flight before they are cancelled."""
+        calls still in flight before they are cancelled; `http_limits` bounds what one
+        connection may make the listener hold (request heads, connections)."""
         self._upstream = upstream
         self._port = listener_port or 0
         self.advertise_url = advertise_url
@@ -150,7 +157,7 @@ class ModelGateway(LoopbackService):
             exception_handlers={HTTPException: _detail},
         )
         self._listener = LoopbackServer(
-            self._app, port=self._port, shutdown_grace_sec=shutdown_grace_sec
+            self._app, port=self._port, shutdown_grace_sec=shutdown_grace_sec, limits=http_limits
         )
 
     # -- what the run reads --------------------------------------------------------------

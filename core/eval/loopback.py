@@ -17,11 +17,16 @@ from typing import Any, ClassVar, TypeVar
 
 import uvicorn
 
+from core.eval.http_limits import HttpLimits
+
 # Longer than the idle expiry of the clients' own pools (httpx and the OpenAI SDK: 5 s,
 # aiohttp: 15 s, Go: 90 s), so that the client always closes an idle connection first: with
 # uvicorn's 5 s default a request sent on a connection the server is closing fails with a bare
 # read error, which a rollout without retries (the demo's) reports as its failure.
 KEEP_ALIVE_SEC = 120
+# What one connection may make a listener hold (core.eval.http_limits): any local process can
+# reach these ports.
+HTTP_LIMITS = HttpLimits()
 
 
 class _Server(uvicorn.Server):
@@ -35,12 +40,20 @@ class _Server(uvicorn.Server):
 class LoopbackServer:
     """`app` on `127.0.0.1:port` (0 = a free port) between `start()` and `stop()`."""
 
-    def __init__(self, app: Any, *, port: int = 0, shutdown_grace_sec: int = 2) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        port: int = 0,
+        shutdown_grace_sec: int = 2,
+        limits: HttpLimits = HTTP_LIMITS,
+    ) -> None:
         """`shutdown_grace_sec`: how long `stop()` lets requests in flight finish before
-        uvicorn cancels them."""
+        uvicorn cancels them; `limits`: what one connection may make the listener hold."""
         self._app = app
         self._port = port
         self._grace = shutdown_grace_sec
+        self._limits = limits
         self._socket: socket.socket | None = None
         self._server: _Server | None = None
         self._serving: asyncio.Future[None] | None = None
@@ -63,6 +76,7 @@ class LoopbackServer:
         self._socket = sock
         config = uvicorn.Config(
             self._app,
+            **self._limits.uvicorn_options(),
             log_level="warning",
             access_log=False,
             lifespan="off",
