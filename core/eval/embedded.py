@@ -2,7 +2,9 @@
 
 Both servers are server_stub apps on free loopback ports. This is the one module of
 `core.eval` that imports `server_stub` (DESIGN.md §1, the Embedded part); everything else in
-the eval engine reaches rollout servers over HTTP only.
+the eval engine reaches rollout servers over HTTP only. The eval's own listeners (the model
+gateway, the event receiver) take server_stub's bounds on request heads and connections,
+`HttpLimits`, from here too: one hardened uvicorn set-up for every server we run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from server_stub.demo import (
     demo_chat_settings,
     write_demo_dataset,
 )
+from server_stub.http_limits import HttpLimits
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER
 from server_stub.local_backend import LocalBackend
@@ -108,6 +111,8 @@ __all__ = [
     # The demo rows' per-request behaviour, which the gateway passes on to the stub model.
     "BEHAVIOUR_HEADER",
     "DEMO_ROLLOUT_ENTRYPOINT",
+    # server_stub's bounds on request heads and connections, for the eval's own listeners.
+    "HttpLimits",
     "demo_rollout_server",
     "demo_rollout_source",
     "refresh_demo_dataset",

@@ -21,7 +21,7 @@ parses. What is refused never reaches the hook and never stops the run:
 - a body that does not decode: 400;
 - more than `max_concurrent_requests` requests at once: 503 with `Retry-After`, which the
   OpenTelemetry exporter retries;
-- before any of that, the listener's own bounds (`http_limits`, `core.eval.http_limits`): a
+- before any of that, the listener's own bounds (`http_limits`, `server_stub.http_limits`): a
   request head too big, with too many headers or too slow to arrive, 431 or 408; past its
   connection limit, 503.
 
@@ -56,8 +56,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from core.eval.embedded import HttpLimits
 from core.eval.errors import EvalError
-from core.eval.http_limits import HttpLimits
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.ownership_events import OwnershipEvent, ownership_event
 

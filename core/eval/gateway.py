@@ -19,7 +19,7 @@ credentials. One route, as official:
 - an upstream failure is an OpenAI-style error body (`gateway_payloads.error_payload`) with
   the upstream's 4xx status, 408 for a timeout, else 502;
 - before the bearer is checked, the listener holds every connection to `http_limits`
-  (`core.eval.http_limits`): a request head too big, with too many headers or too slow to
+  (`server_stub.http_limits`): a request head too big, with too many headers or too slow to
   arrive is 431 or 408, and past its connection limit 503. Bodies are not bounded: a chat
   call carries the whole conversation.
 
@@ -51,6 +51,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from core.eval.embedded import HttpLimits
 from core.eval.gateway_errors import GatewayError, UpstreamError
 from core.eval.gateway_payloads import (
     SSE_DONE,
@@ -68,7 +69,6 @@ from core.eval.gateway_payloads import (
     sse_error,
     usage_counts,
 )
-from core.eval.http_limits import HttpLimits
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.reasoning_memory import ReasoningMemory

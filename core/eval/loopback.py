@@ -17,15 +17,15 @@ from typing import Any, ClassVar, TypeVar
 
 import uvicorn
 
-from core.eval.http_limits import HttpLimits
+from core.eval.embedded import HttpLimits
 
 # Longer than the idle expiry of the clients' own pools (httpx and the OpenAI SDK: 5 s,
 # aiohttp: 15 s, Go: 90 s), so that the client always closes an idle connection first: with
 # uvicorn's 5 s default a request sent on a connection the server is closing fails with a bare
 # read error, which a rollout without retries (the demo's) reports as its failure.
 KEEP_ALIVE_SEC = 120
-# What one connection may make a listener hold (core.eval.http_limits): any local process can
-# reach these ports.
+# What one connection may make a listener hold (server_stub.http_limits, through
+# core.eval.embedded): any local process can reach these ports.
 HTTP_LIMITS = HttpLimits()
 
 

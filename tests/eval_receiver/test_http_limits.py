@@ -1,5 +1,6 @@
 """What one connection may make the event receiver hold before its endpoint sees a request
-(`core.eval.http_limits`): real uvicorn on a loopback port, raw sockets."""
+(`server_stub.http_limits`, which the eval's listeners use too): real uvicorn on a loopback
+port, raw sockets."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from core.eval.embedded import HttpLimits
 from core.eval.event_receiver import LOGS_PATH, EventReceiver
-from core.eval.http_limits import HttpLimits
 from core.eval.ownership_events import OwnershipEvent
 from tests.hostile_heads import (
     Listener,

@@ -1,6 +1,7 @@
 """What one connection may make the model gateway hold before its route (and the bearer
-check) sees a request (`core.eval.http_limits`): real uvicorn on a loopback port, raw
-sockets, and a real chat call to show the bounds leave room for one."""
+check) sees a request (`server_stub.http_limits`, which the eval's listeners use too): real
+uvicorn on a loopback port, raw sockets, and a real chat call to show the bounds leave room
+for one."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from core.eval.embedded import HttpLimits
 from core.eval.gateway import ModelGateway
-from core.eval.http_limits import HttpLimits
 from core.eval.upstreams import OpenAICompatibleUpstream
 from tests.gateway.conftest import UPSTREAM_KEY
 from tests.gateway.fake_upstream import FakeUpstream
