@@ -1,0 +1,202 @@
+"""`osmosis-tui eval`'s flags: declared (the official ones, then ours), checked against each
+other, and written back as the command that repeats a run's inputs."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tui.commands.argument_types import finite, fixed_port, http_url, positive_int, seconds
+from tui.commands.environment import LLM_API_KEY_ENV, SERVER_API_KEY_ENV
+from tui.commands.usage import PROGRAM
+
+if TYPE_CHECKING:
+    from core.eval.errors import InputProblem
+
+#: The output modes, accepted anywhere on the command line (as the official CLI accepts them).
+OUTPUT_FLAGS = ("--json", "--plain")
+#: What the official `osmosis eval run` does with the Osmosis Platform, which we never reach.
+UPLOAD_COMPATIBLE = (
+    "the results folder is upload-compatible: once the run is complete, upload it with "
+    "`osmosis eval upload <folder>` (the official CLI)"
+)
+
+
+def add_eval_flags(run: argparse.ArgumentParser) -> None:
+    """Declare the flags of `eval` on its parser `run`: the official ones, then ours."""
+    run.add_argument("config", nargs="?", type=Path, help="Osmosis eval config (TOML)")
+    official = run.add_argument_group("as `osmosis eval run`")
+    official.add_argument("--name", help="run name; the same name resumes that run")
+    official.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="results root (default: <workspace>/.osmosis/evals, or ./.osmosis/evals)",
+    )
+    official.add_argument(
+        "--dataset-file",
+        "--dataset",
+        type=Path,
+        help="JSONL, CSV or Parquet (default: <workspace>/data/<experiment.dataset>.*)",
+    )
+    official.add_argument(
+        "--secrets-file",
+        metavar="PATH|-",
+        help="NAME=value lines for the config's [secrets] names ('-': standard input); "
+        "the environment fills in the rest; values are never saved",
+    )
+    official.add_argument(
+        "--rows", help='source rows, e.g. "3,7,10-20" (0-based; replaces evaluation.limit)'
+    )
+    official.add_argument(
+        "--fresh", action="store_true", help="move an existing run aside, start over"
+    )
+    official.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="on resume, also re-run failed and skipped items",
+    )
+    official.add_argument("--max-in-flight", type=positive_int, help="rollouts in flight at once")
+    official.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="do not ask before sending rollouts to a real model (asked only on a terminal)",
+    )
+    official.add_argument(
+        "--rollout-port",
+        type=fixed_port,
+        metavar="N",
+        help="fixed port for the workspace rollout server (default: a free one)",
+    )
+    official.add_argument(
+        "--listener-port",
+        type=fixed_port,
+        metavar="N",
+        help="fixed port for the model gateway (default: a free one)",
+    )
+    official.add_argument(
+        "--advertise-url",
+        type=http_url,
+        metavar="URL",
+        help="the model gateway's base URL as the rollouts reach it (a proxy or tunnel)",
+    )
+    official.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream the run's log to stderr (without the dashboard)",
+    )
+    for flag in OUTPUT_FLAGS:
+        # Hoisted to the top-level parser before parsing (see tui.cli._hoist_output_flags);
+        # listed here so that `eval --help` shows them.
+        official.add_argument(
+            flag,
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="the end of the run as the official JSON envelope"
+            if flag == "--json"
+            else "the end of the run without decoration",
+        )
+    official.add_argument(
+        "--upload", action="store_true", help="refused: needs the Osmosis Platform"
+    )
+    official.add_argument(
+        "--tunnel", nargs="?", const="", metavar="PROVIDER", help="refused: needs the Platform"
+    )
+    ours = run.add_argument_group("osmosis-tui only")
+    ours.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a running rollout server (repeat for several)",
+    )
+    ours.add_argument(
+        "--server-api-key",
+        default=None,
+        help=f"bearer for the rollout servers (default ${SERVER_API_KEY_ENV})",
+    )
+    ours.add_argument(
+        "--chat-url",
+        help=f"the model behind the gateway: an OpenAI-compatible base URL (key from "
+        f"${LLM_API_KEY_ENV}), or 'stub' (default: the stub model, or with a config its "
+        "model_path through LiteLLM)",
+    )
+    ours.add_argument("--limit", type=positive_int, help="the first N selected rows")
+    ours.add_argument("--n", type=positive_int, help="attempts per row")
+    ours.add_argument("--agent-timeout", type=seconds, help="workflow deadline per rollout, s")
+    ours.add_argument("--grader-timeout", type=seconds, help="grader deadline per rollout, s")
+    ours.add_argument("--pass-threshold", type=finite, help="reward needed to pass (default 1.0)")
+    ours.add_argument(
+        "--stuck-after", type=seconds, help="flag rollouts stuck in a phase this long"
+    )
+    ours.add_argument(
+        "--headless",
+        action="store_true",
+        help="no dashboard (automatic when stdout is no terminal, and with --verbose)",
+    )
+    ours.add_argument(
+        "--on-interrupt",
+        choices=("cancel", "leave"),
+        default="cancel",
+        help="headless Ctrl-C: cancel in-flight rollouts on the server (default) or leave them",
+    )
+
+
+def eval_flag_problems(args: argparse.Namespace) -> list[InputProblem]:
+    """What is wrong with the flags themselves, reported with the other input problems."""
+    from core.eval.errors import InputProblem
+
+    problems: list[InputProblem] = []
+
+    def problem(flag: str, message: str) -> None:
+        problems.append(InputProblem(flag, None, None, message))
+
+    if args.upload:
+        problem(
+            "--upload",
+            f"needs the Osmosis Platform, which osmosis-tui never uses; {UPLOAD_COMPATIBLE}",
+        )
+    if args.tunnel is not None:
+        problem(
+            "--tunnel",
+            "opens a Platform-managed tunnel, which osmosis-tui never uses (for a tunnel of "
+            f"your own: --listener-port and --advertise-url); {UPLOAD_COMPATIBLE}",
+        )
+    if args.fresh and args.retry_failed:
+        problem("--fresh", "starts over, and --retry-failed resumes: pick one")
+    if args.config is None and not args.server and args.dataset_file is not None:
+        problem("--dataset-file", "needs a config or --server (the demo has its own data)")
+    return problems
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """The command that runs the same inputs again, as given (for the resume and retry hints;
+    never a key: those come from the environment or a file)."""
+    words = [PROGRAM, "eval"]
+    if args.config is not None:
+        words.append(str(args.config))
+    for url in args.server:
+        words += ["--server", url]
+    repeated = (
+        ("--output", args.output),
+        ("--dataset-file", args.dataset_file),
+        ("--secrets-file", args.secrets_file),
+        ("--chat-url", args.chat_url),
+        ("--rows", args.rows),
+        ("--limit", args.limit),
+        ("--n", args.n),
+        ("--agent-timeout", args.agent_timeout),
+        ("--grader-timeout", args.grader_timeout),
+        ("--pass-threshold", args.pass_threshold),
+        ("--rollout-port", args.rollout_port),
+        ("--listener-port", args.listener_port),
+        ("--advertise-url", args.advertise_url),
+    )
+    for flag, value in repeated:
+        if value is not None:
+            words += [flag, str(value)]
+    return shlex.join(words)

@@ -1,0 +1,42 @@
+"""`osmosis-tui replay`: its flags, and a recorded run played back on the dashboard."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tui.commands.argument_types import finite
+from tui.commands.usage import UsageError
+
+
+def add_replay(commands: Any) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="play a recorded run back on the dashboard (read-only)",
+        description="Replay RUN_DIR/transitions.jsonl on the dashboard: p pauses, . steps one "
+        "event, + and - change the speed.",
+    )
+    replay.add_argument("transitions", type=Path, help="RUN_DIR/transitions.jsonl (or RUN_DIR)")
+    replay.add_argument("--speed", type=finite, default=1.0, help="playback speed (default 1)")
+    replay.set_defaults(handler=run_replay)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from tui.sources.replay import ReplayError, ReplaySource
+
+    path: Path = args.transitions
+    if path.is_dir():
+        path = path / "transitions.jsonl"
+    if args.speed <= 0:
+        raise UsageError(f"--speed must be greater than 0, got {args.speed}")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    try:
+        source = ReplaySource(path, speed=args.speed)
+    except ReplayError as exc:
+        raise UsageError(str(exc)) from None
+    from tui.app import create_app
+
+    create_app(source, clock=source.clock, export_dir=path.parent).run()
+    return 0
