@@ -6,13 +6,40 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tui.commands.eval_command import add_eval
 from tui.commands.eval_flags import OUTPUT_FLAGS
 from tui.commands.replay import add_replay
 from tui.commands.serve import add_serve
 from tui.commands.usage import PROGRAM, UsageError
+
+#: The distribution whose version `--version` prints (its metadata, as pip installed it).
+DISTRIBUTION = "osmosis-tui"
+
+
+class _PrintVersion(argparse.Action):
+    """`--version`: the installed distribution's version, looked up only when asked (reading
+    package metadata would slow down every other command)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version(DISTRIBUTION)
+        except PackageNotFoundError:
+            parser.exit(1, f"{parser.prog}: the {DISTRIBUTION} distribution is not installed\n")
+        print(f"{parser.prog} {installed}")
+        parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch and steer Osmosis rollouts: eval runs with a live dashboard, "
         "and an embedded rollout server.",
     )
+    parser.add_argument("--version", action=_PrintVersion, help="print the version and exit")
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
         "--json", action="store_true", help="eval: print the end of the run as JSON (anywhere)"

@@ -1,0 +1,31 @@
+"""The `osmosis-tui` command line itself, run for real: `--version`, and what a mistake on the
+command line prints (a short usage, what was probably meant, where the help is; exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+
+from tests.eval_run.command import child_env, osmosis
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`osmosis-tui ARGS` in a subprocess, with no input."""
+    return subprocess.run(
+        osmosis(*args),
+        cwd=cwd,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
+    result = run("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"osmosis-tui {version('osmosis-tui')}\n"
+    assert result.stderr == ""
