@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 from tui.commands.eval_command import add_eval
 from tui.commands.eval_flags import OUTPUT_FLAGS
+from tui.commands.parser import CommandParser
 from tui.commands.replay import add_replay
 from tui.commands.serve import add_serve
 from tui.commands.usage import PROGRAM, UsageError
@@ -42,8 +43,8 @@ class _PrintVersion(argparse.Action):
         parser.exit(0)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> CommandParser:
+    parser = CommandParser(
         prog=PROGRAM,
         description="Watch and steer Osmosis rollouts: eval runs with a live dashboard, "
         "and an embedded rollout server.",

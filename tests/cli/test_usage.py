@@ -29,3 +29,15 @@ def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"osmosis-tui {version('osmosis-tui')}\n"
     assert result.stderr == ""
+
+
+def test_a_mistake_prints_a_short_usage_and_where_the_help_is(tmp_path: Path) -> None:
+    result = run("eval", "--n", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "usage: osmosis-tui eval [OPTIONS] [CONFIG]",
+        "osmosis-tui eval: error: argument --n: expected one argument",
+        "try 'osmosis-tui eval --help'",
+    ]
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == [], "a mistake writes nothing"

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 def add_eval(commands: Any) -> None:
     run = commands.add_parser(
         "eval",
+        usage="%(prog)s [OPTIONS] [CONFIG]",
         help="run a dataset through rollout servers (the zero-setup demo without arguments)",
         description="Run every row of a dataset through rollout servers and leave a resumable "
         "results folder in the official layout. Without arguments: the bundled demo on an "

@@ -16,6 +16,7 @@ from tui.commands.usage import UsageError
 def add_serve(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
+        usage="%(prog)s (--demo | --workflow MODULE:ATTR [--grader MODULE:ATTR]) [OPTIONS]",
         help="run the embedded rollout server",
         description="Run server_stub, the embedded Osmosis rollout server, with uvicorn.",
     )
