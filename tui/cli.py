@@ -57,10 +57,13 @@ def build_parser() -> CommandParser:
     modes.add_argument(
         "--plain", action="store_true", help="eval: print it without decoration (anywhere)"
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Not required=True: a missing command is reported after the arguments nobody takes, so
+    # that `osmosis-tui --verison` is answered as a typo (see main).
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_eval(commands)
     add_serve(commands)
     add_replay(commands)
+    parser.commands = commands.choices
     return parser
 
 
@@ -76,7 +79,15 @@ def _hoist_output_flags(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser = build_parser()
-    args = parser.parse_args(_hoist_output_flags(sys.argv[1:] if argv is None else argv))
+    args, unknown = parser.parse_known_args(
+        _hoist_output_flags(sys.argv[1:] if argv is None else argv)
+    )
+    if unknown:
+        # Left over by the subcommand's parser, when there is a subcommand: its flags are
+        # the ones to suggest.
+        parser.commands.get(args.command, parser).reject_unknown(unknown)
+    if args.command is None:
+        parser.error(f"missing COMMAND ({', '.join(parser.commands)})")
     try:
         if args.command != "eval" and (args.json or args.plain):
             raise UsageError("--json and --plain shape what `eval` prints; leave them out here")

@@ -7,6 +7,8 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
+
 from tests.eval_run.command import child_env, osmosis
 
 
@@ -41,3 +43,47 @@ def test_a_mistake_prints_a_short_usage_and_where_the_help_is(tmp_path: Path) ->
     ]
     assert result.stdout == ""
     assert list(tmp_path.iterdir()) == [], "a mistake writes nothing"
+
+
+@pytest.mark.parametrize(
+    ("args", "answer"),
+    [
+        (
+            ("eval", "--dataset-path", "rows.jsonl"),
+            "unknown flag --dataset-path; did you mean --dataset?",
+        ),
+        (
+            ("eval", "--max-inflight=3"),
+            "unknown flag --max-inflight; did you mean --max-in-flight?",
+        ),
+        (("eval", "-rows", "1"), "unknown flag -rows; did you mean --rows?"),
+        (
+            ("serve", "--max-concurent", "3"),
+            "unknown flag --max-concurent; did you mean --max-concurrent?",
+        ),
+        (("replay", "run", "--sped", "2"), "unknown flag --sped; did you mean --speed?"),
+        (("--verison",), "unknown flag --verison; did you mean --version?"),
+        (("evl",), "invalid choice 'evl' (choose from eval, serve, replay); did you mean eval?"),
+        (("server", "--demo"), "did you mean serve?"),
+        (("eval", "--on-interrupt", "cancle"), "did you mean cancel?"),
+    ],
+)
+def test_a_mistyped_flag_or_command_is_answered_with_what_was_meant(
+    tmp_path: Path, args: tuple[str, ...], answer: str
+) -> None:
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    usage, error, hint = result.stderr.splitlines()
+    assert usage.startswith("usage: osmosis-tui")
+    assert answer in error
+    assert hint.startswith("try 'osmosis-tui") and hint.endswith(" --help'")
+    assert list(tmp_path.iterdir()) == [], "a mistake writes nothing"
+
+
+def test_an_unknown_flag_with_nothing_close_says_so(tmp_path: Path) -> None:
+    result = run("eval", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "osmosis-tui eval: error: unknown flag --dry-run\n" in result.stderr
+    extra = run("serve", "--demo", "surplus", cwd=tmp_path)
+    assert extra.returncode == 2
+    assert "osmosis-tui serve: error: unexpected argument 'surplus'\n" in extra.stderr
