@@ -28,7 +28,11 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
     """Declare the flags of `eval` on its parser `run`: the official ones, then ours."""
     run.add_argument("config", nargs="?", type=Path, help="Osmosis eval config (TOML)")
     official = run.add_argument_group("as `osmosis eval run`")
-    official.add_argument("--name", help="run name; the same name resumes that run")
+    official.add_argument(
+        "--name",
+        help="run name; the same name resumes that run "
+        "(default: <config or dataset name>-<local time>)",
+    )
     official.add_argument(
         "-o",
         "--output",
@@ -49,7 +53,9 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         "the environment fills in the rest; values are never saved",
     )
     official.add_argument(
-        "--rows", help='source rows, e.g. "3,7,10-20" (0-based; replaces evaluation.limit)'
+        "--rows",
+        help='source rows, e.g. "3,7,10-20" (0-based), instead of evaluation.limit '
+        "(default: every row, or the first evaluation.limit)",
     )
     official.add_argument(
         "--fresh", action="store_true", help="move an existing run aside, start over"
@@ -59,7 +65,12 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="on resume, also re-run failed and skipped items",
     )
-    official.add_argument("--max-in-flight", type=positive_int, help="rollouts in flight at once")
+    official.add_argument(
+        "--max-in-flight",
+        type=positive_int,
+        help="rollouts in flight at once (default: evaluation.batch_size, else the servers' "
+        "capacity, else 1; never more than that capacity)",
+    )
     official.add_argument(
         "-y",
         "--yes",
@@ -117,7 +128,7 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
     ours.add_argument(
         "--server-api-key",
         default=None,
-        help=f"bearer for the rollout servers (default ${SERVER_API_KEY_ENV})",
+        help=f"bearer for the rollout servers (default: ${SERVER_API_KEY_ENV})",
     )
     ours.add_argument(
         "--chat-url",
@@ -125,13 +136,35 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         f"${LLM_API_KEY_ENV}), or 'stub' (default: the stub model, or with a config its "
         "model_path through LiteLLM)",
     )
-    ours.add_argument("--limit", type=positive_int, help="the first N selected rows")
-    ours.add_argument("--n", type=positive_int, help="attempts per row")
-    ours.add_argument("--agent-timeout", type=seconds, help="workflow deadline per rollout, s")
-    ours.add_argument("--grader-timeout", type=seconds, help="grader deadline per rollout, s")
-    ours.add_argument("--pass-threshold", type=finite, help="reward needed to pass (default 1.0)")
     ours.add_argument(
-        "--stuck-after", type=seconds, help="flag rollouts stuck in a phase this long"
+        "--limit",
+        type=positive_int,
+        help="the first N selected rows (default: evaluation.limit unless --rows, else every row)",
+    )
+    ours.add_argument(
+        "--n", type=positive_int, help="attempts per row (default: evaluation.n, else 1)"
+    )
+    ours.add_argument(
+        "--agent-timeout",
+        type=seconds,
+        help="workflow deadline per rollout, s "
+        "(default: evaluation.agent_workflow_timeout_s, else none)",
+    )
+    ours.add_argument(
+        "--grader-timeout",
+        type=seconds,
+        help="grader deadline per rollout, s (default: evaluation.grader_timeout_s, else none)",
+    )
+    ours.add_argument(
+        "--pass-threshold",
+        type=finite,
+        help="reward needed to pass (default: evaluation.pass_threshold, else 1.0)",
+    )
+    ours.add_argument(
+        "--stuck-after",
+        type=seconds,
+        help="flag rollouts stuck in a phase this long, s "
+        "(default: 3x the phase's median duration, at least 30 s)",
     )
     ours.add_argument(
         "--headless",
@@ -142,7 +175,7 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         "--on-interrupt",
         choices=("cancel", "leave"),
         default="cancel",
-        help="headless Ctrl-C: cancel in-flight rollouts on the server (default) or leave them",
+        help="headless Ctrl-C: cancel in-flight rollouts on the server, or leave them",
     )
 
 

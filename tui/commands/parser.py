@@ -1,6 +1,6 @@
 """`CommandParser`, the argparse parser of `osmosis-tui` and of each subcommand: a mistake on
 the command line gets a short usage line, the error with the flag or command probably meant,
-and where the help is (exit 2), not the usage of every flag."""
+and where the help is (exit 2), not the usage of every flag; `--help` shows the defaults."""
 
 from __future__ import annotations
 
@@ -15,12 +15,25 @@ SIMILAR = 0.6
 MAX_SUGGESTIONS = 3
 
 
+class HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """`--help` with each flag's default value, when it has one worth showing: not None (its
+    help then says in words what happens without the flag), not a switch that is off, not an
+    empty list."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        default = action.default
+        if default is None or default is False or (isinstance(default, list) and not default):
+            return action.help
+        return super()._get_help_string(action)
+
+
 class CommandParser(argparse.ArgumentParser):
     """An `ArgumentParser` for people: short about mistakes, and helpful with typos.
     Subparsers are made of the same class (argparse makes them of their parent's), so every
     subcommand answers alike."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpWithDefaults)
         super().__init__(*args, **kwargs)
         #: The parsers of the subcommands, by name (none for a subcommand's own parser).
         self.commands: dict[str, CommandParser] = {}

@@ -18,7 +18,7 @@ def add_replay(commands: Any) -> None:
         "event, + and - change the speed.",
     )
     replay.add_argument("transitions", type=Path, help="RUN_DIR/transitions.jsonl (or RUN_DIR)")
-    replay.add_argument("--speed", type=finite, default=1.0, help="playback speed (default 1)")
+    replay.add_argument("--speed", type=finite, default=1.0, help="playback speed")
     replay.set_defaults(handler=run_replay)
 
 

@@ -20,19 +20,21 @@ def add_serve(commands: Any) -> None:
         help="run the embedded rollout server",
         description="Run server_stub, the embedded Osmosis rollout server, with uvicorn.",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to bind")
     serve.add_argument(
         "--port",
         type=port,
         default=None,
-        help="port (default $_OSMOSIS_ROLLOUT_PORT, else 8000; 0 picks a free one)",
+        help="port; 0 picks a free one (default: $_OSMOSIS_ROLLOUT_PORT, else 8000)",
     )
     serve.add_argument(
         "--api-key",
         default=None,
-        help=f"require this bearer on every request (default ${SERVER_API_KEY_ENV})",
+        help=f"require this bearer on every request (default: ${SERVER_API_KEY_ENV})",
     )
-    serve.add_argument("--max-concurrent", type=positive_int, default=4, help="default 4")
+    serve.add_argument(
+        "--max-concurrent", type=positive_int, default=4, help="rollouts executing at once"
+    )
     serve.add_argument(
         "--max-pending",
         type=non_negative_int,
@@ -44,9 +46,9 @@ def add_serve(commands: Any) -> None:
     serve.add_argument(
         "--demo", action="store_true", help="demo workflow and grader, plus the stub chat endpoint"
     )
-    serve.add_argument("--result-wait", type=seconds, default=30.0, help="long-poll hold (30)")
-    serve.add_argument("--lease", type=seconds, default=120.0, help="polling lease (120)")
-    serve.add_argument("--retention", type=seconds, default=900.0, help="result retention (900)")
+    serve.add_argument("--result-wait", type=seconds, default=30.0, help="long-poll hold, s")
+    serve.add_argument("--lease", type=seconds, default=120.0, help="polling lease, s")
+    serve.add_argument("--retention", type=seconds, default=900.0, help="result retention, s")
     serve.set_defaults(handler=run_serve)
 
 
