@@ -139,6 +139,36 @@ def test_problems_in_config_flags_and_dataset_are_reported_together(tmp_path: Pa
     assert "data/multiply.jsonl:1: user_prompt: missing" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("127.0.0.1:8000", "'127.0.0.1:8000' has no scheme: write http://127.0.0.1:8000"),
+        ("ftp://127.0.0.1", "'ftp://127.0.0.1': the scheme must be http or https, not 'ftp'"),
+        ("http://", "'http://' has no host"),
+        ("http://:8000", "'http://:8000' has no host"),
+        ("http://127.0.0.1:99999", "'http://127.0.0.1:99999' has a bad port '99999' (1-65535)"),
+        ("http://127.0.0.1:0", "'http://127.0.0.1:0' has a bad port '0' (1-65535)"),
+        ("http://127.0.0.1:80a", "'http://127.0.0.1:80a' has a bad port '80a' (1-65535)"),
+        ("http://[::1", "'http://[::1' is not a URL (Invalid IPv6 URL)"),
+        ("http://h:1/?q=1", "'http://h:1/?q=1': a base URL takes no query or fragment"),
+    ],
+)
+def test_a_bad_server_url_exits_2_naming_the_flag_and_the_url(
+    tmp_path: Path, url: str, message: str
+) -> None:
+    dataset = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(1))
+    result = run_eval(
+        *("--server", "http://127.0.0.1:8000", "--server", url, "--dataset-file", str(dataset)),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert errors == [f"osmosis-tui eval: error: argument --server: {message}"]
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert not (tmp_path / ".osmosis").exists(), "bad input writes nothing"
+
+
 def test_unreachable_server_exits_1_with_nothing_finished(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a port nobody listens on once this is closed
         sock.bind(("127.0.0.1", 0))

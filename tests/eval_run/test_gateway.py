@@ -108,8 +108,18 @@ def test_a_workspace_with_no_way_to_its_model_is_bad_input_naming_both(
         (("--listener-port", "0"), "argument --listener-port: must be at least 1, got 0"),
         (("--listener-port", "65536"), "argument --listener-port: ports go up to 65535"),
         (("--listener-port", "x"), "argument --listener-port: expected a whole number"),
-        (("--advertise-url", "localhost:8000"), "argument --advertise-url: expected an http"),
-        (("--advertise-url", "ftp://example.com"), "argument --advertise-url: expected an http"),
+        (
+            ("--advertise-url", "localhost:8000"),
+            "argument --advertise-url: 'localhost:8000' has no scheme: write http://localhost:8000",
+        ),
+        (
+            ("--advertise-url", "ftp://example.com"),
+            "argument --advertise-url: 'ftp://example.com': the scheme must be http or https",
+        ),
+        (
+            ("--advertise-url", "https://proxy.example/?via=1"),
+            "argument --advertise-url: 'https://proxy.example/?via=1': a base URL takes no query",
+        ),
         (("--chat-url", "127.0.0.1:8000/v1"), "--chat-url: expected an http:// or https:// URL"),
     ],
 )

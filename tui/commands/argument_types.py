@@ -66,7 +66,28 @@ def fixed_port(text: str) -> int:
 
 
 def http_url(text: str) -> str:
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
+    """A base URL to reach a server at (`eval --server`, `--advertise-url`): http or https, a
+    host, a port of 1-65535 if any, a path if need be, and nothing the client would append a
+    path to wrongly (a query, a fragment)."""
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r} has no scheme: write http://{text}")
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # an unclosed IPv6 bracket
+        raise argparse.ArgumentTypeError(f"{text!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the scheme must be http or https, not {parts.scheme!r}"
+        )
+    if not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} has no host")
+    try:
+        port_number = parts.port  # None without one; ValueError when not a number up to 65535
+    except ValueError:
+        port_number = 0
+    if port_number == 0:
+        given = parts.netloc.rpartition(":")[2]
+        raise argparse.ArgumentTypeError(f"{text!r} has a bad port {given!r} (1-65535)")
+    if parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"{text!r}: a base URL takes no query or fragment")
     return text

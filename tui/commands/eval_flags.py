@@ -122,6 +122,7 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         "--server",
         action="append",
         default=[],
+        type=http_url,
         metavar="URL",
         help="a running rollout server (repeat for several)",
     )
