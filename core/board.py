@@ -125,6 +125,7 @@ class RolloutBoard:
         options: RequestOptions | None = None,
         row_index: int | None = None,
         run_index: int | None = None,
+        source_row_index: int | None = None,
         server: str = "",
         submitted_at: float | None = None,
     ) -> RolloutRecord:
@@ -141,6 +142,7 @@ class RolloutBoard:
             rollout_id=handle.rollout_id,
             row_index=row_index,
             run_index=run_index,
+            source_row_index=source_row_index,
             options=options,
             server=server,
             submitted_at=handle.transitions[0].at if submitted_at is None else submitted_at,
@@ -159,6 +161,7 @@ class RolloutBoard:
         options: RequestOptions | None = None,
         row_index: int | None = None,
         run_index: int | None = None,
+        source_row_index: int | None = None,
         server: str = "",
     ) -> RolloutRecord:
         """A rollout the server never accepted (protocol error, admission deadline, refused)."""
@@ -166,6 +169,7 @@ class RolloutBoard:
             rollout_id=rollout_id,
             row_index=row_index,
             run_index=run_index,
+            source_row_index=source_row_index,
             options=options,
             server=server,
             submitted_at=time.monotonic(),
@@ -184,12 +188,14 @@ class RolloutBoard:
         *,
         row_index: int | None = None,
         run_index: int | None = None,
+        source_row_index: int | None = None,
         grade: bool | None = None,
         result: RolloutResultResponse | None = None,
     ) -> RolloutRecord:
         """A status seen by someone else (a replayed recording): no handle, no actions.
 
-        `grade` (whether grading was asked for) is taken when the rollout is first seen."""
+        Its rows and `grade` (whether grading was asked for) are taken when the rollout is
+        first seen."""
         record = self.records.get(rollout_id)
         known = record is not None
         if record is None:
@@ -197,6 +203,7 @@ class RolloutBoard:
                 rollout_id=rollout_id,
                 row_index=row_index,
                 run_index=run_index,
+                source_row_index=source_row_index,
                 options=None,
                 server="",
                 submitted_at=at,

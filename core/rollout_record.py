@@ -106,11 +106,16 @@ class RolloutRecord:
     what was observed of it, read from its handle (or its recording) rather than copied."""
 
     rollout_id: str
+    #: The work item's row as the results files key it: its position among the run's selected
+    #: rows (EVAL.md §3). None for a rollout sent by hand.
     row_index: int | None
     run_index: int | None
     options: RequestOptions | None
     server: str
     submitted_at: float
+    #: The dataset's own row (its 0-based record in the file, what `--rows` selects): the row
+    #: a front end shows. None for a rollout sent by hand.
+    source_row_index: int | None = None
     #: Where the observations come from: the live handle, or what was recorded without one.
     observed: RolloutHandle | RecordedRollout = field(default_factory=RecordedRollout)
     client: RolloutClient | None = None
@@ -254,7 +259,7 @@ class RolloutRecord:
         result = self.latest_result
         haystack = [
             self.rollout_id,
-            "" if self.row_index is None else f"row {self.row_index}",
+            "" if self.source_row_index is None else f"row {self.source_row_index}",
             self.display_status,
             self.admission_error or "",
             (result.err_message or "") if result else "",

@@ -19,6 +19,7 @@ from core.rollout_record import RolloutRecord
 FILE_PREFIX = "osmosis-tui-export-"
 EXPORT_FIELDS = (
     "rollout_id",
+    "source_row_index",
     "row_index",
     "run_index",
     "status",
@@ -38,6 +39,7 @@ def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
     result = record.latest_result
     return {
         "rollout_id": record.rollout_id,
+        "source_row_index": record.source_row_index,
         "row_index": record.row_index,
         "run_index": record.run_index,
         "status": record.display_status,

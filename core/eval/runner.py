@@ -200,6 +200,7 @@ class EvalRunner:
                 started=started,
                 row_index=item.row_index,
                 run_index=item.run_index,
+                source_row_index=item.source_row_index,
                 extra_fields={"row_index": item.row_index, "run_index": item.run_index},
             )
         except RolloutProtocolError as exc:
@@ -217,10 +218,17 @@ class EvalRunner:
             await self._wind_down([record])
         await self._await_result(item, record, slot, started, generation)
 
-    async def submit(self, options: RequestOptions, *, row_index: int | None = None) -> str:
+    async def submit(
+        self,
+        options: RequestOptions,
+        *,
+        row_index: int | None = None,
+        source_row_index: int | None = None,
+    ) -> str:
         """Send a rollout outside the work items (the dashboard's new rollout and re-run),
         the way the workers send theirs: to a free server, to the run's model, tracked on the
-        board. It is never journaled. Returns its id; an admission failure is raised."""
+        board (with the rows of the rollout it re-runs). It is never journaled. Returns its
+        id; an admission failure is raised."""
         slot = await self.pool.acquire()
         rollout_id = uuid.uuid4().hex
         options = replace(
@@ -228,7 +236,12 @@ class EvalRunner:
         )
         try:
             record = await self._send(
-                slot, rollout_id, options, started=time.monotonic(), row_index=row_index
+                slot,
+                rollout_id,
+                options,
+                started=time.monotonic(),
+                row_index=row_index,
+                source_row_index=source_row_index,
             )
         except BaseException:
             self.pool.release(slot)
@@ -246,6 +259,7 @@ class EvalRunner:
         started: float,
         row_index: int | None,
         run_index: int | None = None,
+        source_row_index: int | None = None,
         extra_fields: dict[str, Any] | None = None,
     ) -> RolloutRecord:
         """The one way a rollout leaves the runner: admitted by `slot`'s server with the run's
@@ -269,6 +283,7 @@ class EvalRunner:
             options=options,
             row_index=row_index,
             run_index=run_index,
+            source_row_index=source_row_index,
             server=slot.url,
             submitted_at=started,
         )
@@ -287,6 +302,7 @@ class EvalRunner:
             options=options,
             row_index=item.row_index,
             run_index=item.run_index,
+            source_row_index=item.source_row_index,
             server=slot.url,
         )
 

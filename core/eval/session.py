@@ -112,13 +112,21 @@ class EvalSession:
     def _redact(self, text: str) -> str:
         return self.redactor.redact(text)
 
-    async def submit(self, options: RequestOptions, *, row_index: int | None = None) -> str:
+    async def submit(
+        self,
+        options: RequestOptions,
+        *,
+        row_index: int | None = None,
+        source_row_index: int | None = None,
+    ) -> str:
         """Send a rollout outside the work items through the runner's own dispatch (see
         `EvalRunner.submit`); returns its id. Before the servers are up there is nowhere to send
         it: `RuntimeError`."""
         if self._runner is None:
             raise RuntimeError("the servers are not ready yet")
-        return await self._runner.submit(options, row_index=row_index)
+        return await self._runner.submit(
+            options, row_index=row_index, source_row_index=source_row_index
+        )
 
     def progress(self) -> Progress:
         """How far the run is, counted as its metrics.json will count it."""
@@ -497,6 +505,7 @@ class EvalSession:
             mark.status.value,
             transitions.elapsed(mark.at),
             source=mark.source,
+            source_row_index=record.source_row_index,
             grade=record.grade if first else None,
             server_time=mark.server_time,
             event_sequence=mark.event_sequence,
@@ -515,6 +524,7 @@ class EvalSession:
             record.rollout_id,
             record.row_index,
             record.run_index,
+            source_row_index=record.source_row_index,
             t=transitions.elapsed(cancel.requested_at),
             disposition=cancel.disposition,
             error=cancel.error,

@@ -88,6 +88,26 @@ def test_rows_replace_the_configs_limit(workspace: Path, demo_server: ServedDemo
     assert sorted(e["source_row_index"] for e in events) == [1, 7]
 
 
+def test_rows_keep_the_official_positions_and_record_the_source_rows(tmp_path: Path) -> None:
+    result = run_eval("--rows", "2,5", "--name", "picked", "--headless", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    folder = run_folder(tmp_path, "picked")
+    # As official (OFFICIAL_RESULTS_SPEC.md §3, §12, §13): row_index is the position among the
+    # selected rows, source_row_index the dataset's own row; index.jsonl has positions only.
+    events = read_jsonl(folder / "events.jsonl")
+    assert sorted((e["row_index"], e["source_row_index"]) for e in events) == [(0, 2), (1, 5)]
+    assert sorted(r["row_index"] for r in read_jsonl(folder / "index.jsonl")) == [0, 1]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["inputs"]["dataset"]["selected_source_rows"] == "2,5"
+    # transitions.jsonl (ours, what a replay shows) records both, the way the journal does.
+    statuses = [t for t in read_jsonl(folder / "transitions.jsonl") if t["kind"] == "status"]
+    assert statuses
+    assert {(t["row_index"], t["source_row_index"]) for t in statuses} == {(0, 2), (1, 5)}
+    # What the run prints names the source rows too.
+    finished = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert sorted(line.split(" source row ")[1].split()[0] for line in finished) == ["2", "5"]
+
+
 def test_rows_out_of_the_dataset_name_the_flag(workspace: Path, demo_server: ServedDemo) -> None:
     result = run_eval(CONFIG, "--server", demo_server.url, *STUB, "--rows", "8", cwd=workspace)
     assert result.returncode == 2

@@ -33,14 +33,15 @@ from tui.sources.live import EvalSource
 
 @pytest.fixture
 def live_eval(tmp_path: Path) -> LiveFactory:
-    """`async with live_eval(rows, **request) as live:` serves a fresh server_stub (running
-    Echo, or `workflow=`, graded by `grader`) and prepares an eval of `rows` against it (the
-    app is created by the test). With `previews`, the server writes its live previews in the
-    run folder's previews/, where the dashboard looks for them."""
+    """`async with live_eval(dataset, **request) as live:` serves a fresh server_stub (running
+    Echo, or `workflow=`, graded by `grader`) and prepares an eval of the `dataset` rows
+    against it (the app is created by the test); `request` may select some (`rows="1,3"`).
+    With `previews`, the server writes its live previews in the run folder's previews/, where
+    the dashboard looks for them."""
 
     @asynccontextmanager
     async def start(
-        rows: list[dict[str, Any]],
+        dataset_rows: list[dict[str, Any]],
         *,
         result_wait: float = 0.3,
         workflow: Any = Echo,
@@ -64,7 +65,7 @@ def live_eval(tmp_path: Path) -> LiveFactory:
             preview_root=tmp_path / "out" / "live" / PREVIEWS_DIR if previews else None,
         )
         dataset = tmp_path / "rows.jsonl"
-        dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        dataset.write_text("".join(json.dumps(r) + "\n" for r in dataset_rows))
         serving = AsyncExitStack()
         url = await serving.enter_async_context(serve_in_loop(server))
         live: Live | None = None

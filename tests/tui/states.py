@@ -176,6 +176,7 @@ def _add(
             T0 + at,
             row_index=row,
             run_index=0,
+            source_row_index=row,  # every row of the dataset: positions and rows agree
             grade=grade,
             result=result if last else None,
         )
@@ -324,6 +325,7 @@ def running_board() -> RolloutBoard:
         options=_options(23),
         row_index=23,
         run_index=0,
+        source_row_index=23,
         server=SERVER,
     )
     not_admitted.submitted_at = T0 + 60.2  # and so its terminal_at

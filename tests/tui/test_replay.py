@@ -35,6 +35,7 @@ def write_recording(folder: Path, statuses: list[tuple[float, str, int, str]]) -
                 "rollout_id": rollout_id,
                 "row_index": row_index,
                 "run_index": 0,
+                "source_row_index": row_index,  # every row of the dataset
                 "status": status,
                 "t": t,
             }

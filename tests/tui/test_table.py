@@ -36,7 +36,14 @@ def finished_board(rows: int) -> RolloutBoard:
     board = RolloutBoard()
     board.started_at = T0
     for n in range(rows):
-        board.observe(f"{n:032x}", RolloutStatus.QUEUED, T0 + n, row_index=n, run_index=0)
+        board.observe(
+            f"{n:032x}",
+            RolloutStatus.QUEUED,
+            T0 + n,
+            row_index=n,
+            run_index=0,
+            source_row_index=n,
+        )
         board.observe(f"{n:032x}", RolloutStatus.SUCCESS, T0 + n + 1)
     board.take_changes()
     return board

@@ -30,7 +30,7 @@ class CancelFlow:
         question = Text.assemble(
             "Cancel rollout ",
             (record.rollout_id, "bold"),
-            f" (row {record.row_index}) on ",
+            f" (row {record.source_row_index}) on ",
             (record.server or "its server", "bold"),
             "?\n\nThe server stops its work; the row ends as cancelled.",
         )

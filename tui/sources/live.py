@@ -97,4 +97,6 @@ class EvalSource:
         record = self.board.records[rollout_id]
         if record.options is None:
             raise ValueError(f"no request is known for {rollout_id}")
-        return await self.session.submit(record.options, row_index=record.row_index)
+        return await self.session.submit(
+            record.options, row_index=record.row_index, source_row_index=record.source_row_index
+        )

@@ -47,6 +47,8 @@ class ReplayEvent:
     status: RolloutStatus
     row_index: int | None
     run_index: int | None
+    #: The dataset's row; None in a recording of a version that did not write it.
+    source_row_index: int | None
     grade: bool | None
     #: A server's report (its ownership event, PROTOCOL.md §8.1) rather than a poll's.
     server: PhaseMark | None = None
@@ -87,6 +89,7 @@ def load_events(path: Path, warnings: list[str]) -> list[ReplayEvent]:
                 status=status,
                 row_index=_int_or_none(record.get("row_index")),
                 run_index=_int_or_none(record.get("run_index")),
+                source_row_index=_int_or_none(record.get("source_row_index")),
                 grade=grade if isinstance(grade, bool) else None,
                 server=_server_mark(record, status) if record.get("source") == "server" else None,
             )
@@ -286,12 +289,16 @@ class ReplaySource:
             return
         item = self.results.get(event.rollout_id)
         result = _result_of(item, event.status) if item and event.status.is_terminal else None
+        source_row_index = event.source_row_index
+        if source_row_index is None and item is not None:
+            source_row_index = item.source_row_index  # an older recording: the journal's word
         self.board.observe(
             event.rollout_id,
             event.status,
             at,
             row_index=event.row_index,
             run_index=event.run_index,
+            source_row_index=source_row_index,
             grade=event.grade,
             result=result,
         )

@@ -62,7 +62,10 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
         _pairs(
             [
                 ("rollout", plain(record.rollout_id, wrap=True)),
-                ("row / try", Text(f"{_or_dash(record.row_index)} / {_or_dash(record.run_index)}")),
+                (
+                    "row / try",
+                    Text(f"{_or_dash(record.source_row_index)} / {_or_dash(record.run_index)}"),
+                ),
                 ("server", plain(record.server or "-", wrap=True)),
                 ("status", status_text(record.display_status)),
                 ("phases", phase_track(record)),

@@ -104,7 +104,7 @@ def row_cells(
         error = replace_unsafe(result.err_message)
     return {
         "mark": ("▌" if marked else "", "bold yellow"),
-        "row": ("-" if record.row_index is None else str(record.row_index), ""),
+        "row": ("-" if record.source_row_index is None else str(record.source_row_index), ""),
         "try": ("-" if record.run_index is None else str(record.run_index), ""),
         "rollout": (replace_unsafe(record.rollout_id[:10]), ""),
         "status": (status_label, STATUS_STYLES.get(status, "")),

@@ -103,7 +103,10 @@ def next_sort(sort: str) -> str:
 
 def _sort_key(sort: str, now: float) -> Callable[[RolloutRecord], tuple[float, ...]]:
     if sort == "row":
-        return lambda r: (r.row_index if r.row_index is not None else -1, r.run_index or 0)
+        return lambda r: (
+            r.source_row_index if r.source_row_index is not None else -1,
+            r.run_index or 0,
+        )
     if sort == "status":
         return lambda r: (_STATUS_RANK.get(r.display_status, 9), r.submitted_at)
     if sort == "phase_time":

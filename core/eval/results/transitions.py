@@ -7,22 +7,26 @@ would be null are left out:
 - `{"kind": "session", "t": 0.0, "started_at": ISO-8601 UTC}`: first line written by each
   process that opens the log. A resumed run appends a new session, and `t` restarts at 0
   there, so a reader groups lines by session.
-- `{"kind": "status", "rollout_id", "row_index", "run_index", "status", "t", "source",
-  "grade"?, "server_time"?, "event_sequence"?, "server_id"?}`: a status change (`queued`,
-  `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or whatever the server
-  reported) as one source saw it. `source` `poll`: a poll of the result endpoint saw it at
+- `{"kind": "status", "rollout_id", "row_index", "run_index", "source_row_index", "status",
+  "t", "source", "grade"?, "server_time"?, "event_sequence"?, "server_id"?}`: a status change
+  (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or whatever
+  the server reported) as one source saw it. `source` `poll`: a poll of the result endpoint saw it at
   `t`. `source` `server`: the server's ownership event (PROTOCOL.md §8.1) reported it;
   `server_time` is the server's clock (ISO-8601 UTC), `t` the same instant on ours (never
   later than the event's arrival), `event_sequence` and `server_id` as published. A status
   both sources saw has a line from each. `grade` (whether grading was asked for) is on a
   rollout's first line. A line without `kind` is read as this one, one without `source` as
   a poll's (logs of older versions).
-- `{"kind": "cancel_request", "rollout_id", "row_index", "run_index", "t",
+- `{"kind": "cancel_request", "rollout_id", "row_index", "run_index", "source_row_index", "t",
   "disposition"?, "error"?, "reply_t"?}`: a cancel was requested at `t`. Written when it is
   asked for, then once more when the server answered: the same line with `disposition`
   (`cancelled_queued`, `cancelled_running`, `not_found`) or `error` (a failed request) and
   `reply_t`, when the answer came. The last line per rollout and `t` is the latest word;
   logs of older versions hold only the answered line, without `reply_t`.
+
+`row_index` and `run_index` name the work item as the journal does (`row_index`: the position
+among the selected rows); `source_row_index` is the dataset's own row, the one a replay shows
+(logs of older versions lack it).
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ class TransitionLog(AppendFile):
         t: float,
         *,
         source: str = "poll",
+        source_row_index: int | None = None,
         grade: bool | None = None,
         server_time: float | None = None,
         event_sequence: int | None = None,
@@ -134,6 +139,7 @@ class TransitionLog(AppendFile):
                 "rollout_id": rollout_id,
                 "row_index": row_index,
                 "run_index": run_index,
+                "source_row_index": source_row_index,
                 "status": _plain(status),
                 "t": t,
                 "source": source,
@@ -155,6 +161,7 @@ class TransitionLog(AppendFile):
         run_index: int,
         *,
         t: float,
+        source_row_index: int | None = None,
         disposition: str | None = None,
         error: str | None = None,
         reply_t: float | None = None,
@@ -167,6 +174,7 @@ class TransitionLog(AppendFile):
                 "rollout_id": rollout_id,
                 "row_index": row_index,
                 "run_index": run_index,
+                "source_row_index": source_row_index,
                 "t": t,
                 "disposition": _plain(disposition),
                 "error": error,
