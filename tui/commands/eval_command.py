@@ -39,6 +39,7 @@ def run_eval(args: argparse.Namespace) -> int:
         RunLocked,
         prepare,
     )
+    from core.eval.event_receiver import EventReceiverError
     from core.eval.gateway_errors import GatewayError
     from core.eval.reporter import OutputMode
     from core.eval.secret_values import secrets_in_environment
@@ -67,6 +68,7 @@ def run_eval(args: argparse.Namespace) -> int:
         stuck_after_sec=args.stuck_after,
         secrets_file=args.secrets_file,
         rollout_port=args.rollout_port,
+        events_port=args.events_port,
     )
     try:
         plan = prepare(request, flag_problems=eval_flag_problems(args))
@@ -96,9 +98,10 @@ def run_eval(args: argparse.Namespace) -> int:
         # Not bad input: another run lives. Exit 1, as the official tool exits for it.
         print(f"osmosis-tui eval: {exc}", file=sys.stderr)
         return 1
-    except (RunFolderError, GatewayError) as exc:
+    except (RunFolderError, GatewayError, EventReceiverError) as exc:
         # A results folder that cannot be used, a model that cannot be (the preflight), or
-        # a gateway port that cannot be bound: bad input, found once the run began.
+        # a gateway or event receiver port that cannot be bound: bad input, found once the
+        # run began.
         raise UsageError(str(exc)) from None
 
 

@@ -162,6 +162,13 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         help="reward needed to pass (default: evaluation.pass_threshold, else 1.0)",
     )
     ours.add_argument(
+        "--events-port",
+        type=fixed_port,
+        metavar="N",
+        help="fixed port for the receiver of the servers' ownership events, where "
+        "OSMOSIS_ROLLOUT_OTLP_ENDPOINT points (default: a free one)",
+    )
+    ours.add_argument(
         "--stuck-after",
         type=seconds,
         help="flag rollouts stuck in a phase this long, s "
@@ -228,6 +235,7 @@ def rerun_command(args: argparse.Namespace) -> str:
         ("--pass-threshold", args.pass_threshold),
         ("--rollout-port", args.rollout_port),
         ("--listener-port", args.listener_port),
+        ("--events-port", args.events_port),
         ("--advertise-url", args.advertise_url),
     )
     for flag, value in repeated:

@@ -10,8 +10,8 @@ would be null are left out:
 - `{"kind": "status", "rollout_id", "row_index", "run_index", "source_row_index", "status",
   "t", "source", "grade"?, "server_time"?, "event_sequence"?, "server_id"?}`: a status change
   (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or whatever
-  the server reported) as one source saw it. `source` `poll`: a poll of the result endpoint saw it at
-  `t`. `source` `server`: the server's ownership event (PROTOCOL.md §8.1) reported it;
+  the server reported) as one source saw it. `source` `poll`: a poll of the result endpoint
+  saw it at `t`. `source` `server`: the server's ownership event (PROTOCOL.md §8.1) reported it;
   `server_time` is the server's clock (ISO-8601 UTC), `t` the same instant on ours (never
   later than the event's arrival), `event_sequence` and `server_id` as published. A status
   both sources saw has a line from each. `grade` (whether grading was asked for) is on a
