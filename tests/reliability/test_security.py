@@ -297,6 +297,8 @@ async def test_results_and_logs_are_private_whatever_the_umask(tmp_path: Path) -
             0o600,
         ),
         "rollout_trials": 0o700,
+        # The servers' live transcripts (PROTOCOL.md §8.2), as private as the rest.
+        "previews": 0o700,
     }
     lock = folder.parent / ".locks" / f"{folder.name}.lock"
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
