@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
+from core.eval.nesting import TOO_DEEP, too_deep
 from core.eval.toml_source import (
     KeyPath,
     TomlKeyLocator,
@@ -110,6 +111,7 @@ def load_config(path: Path, *, secret_values: Mapping[str, str] | None = None) -
     text = _read_text(path, source)
     document = parse_toml(text, source)
     report = _Report(source, TomlKeyLocator(text))
+    _check_nesting(document, report)
     values = os.environ if secret_values is None else secret_values
     config = _validate(document, report, path, values)
     if report.problems or config is None:
@@ -160,6 +162,16 @@ class _Report:
         # In file order, so the listing reads top to bottom; line-less ones (a missing
         # section) first. sorted() is stable: several problems on one line keep their order.
         return sorted(self.problems, key=lambda p: (p.line is not None, p.line or 0))
+
+
+def _check_nesting(document: dict[str, Any], report: _Report) -> None:
+    """Each section's values nest at most `MAX_NESTING` levels (the section counts as one):
+    an `[advanced]` table is written into the run's manifest, whose writer recurses. A table
+    header parses at any depth, so this is the check that stops `[a.a.a....]`."""
+    for name, value in document.items():
+        path = too_deep(value)
+        if path is not None:
+            report.add((name, *path[:1]), TOO_DEEP)
 
 
 def _validate(

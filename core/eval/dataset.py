@@ -4,6 +4,10 @@
 file and line before any rollout is sent, and all problems are collected and raised together
 as one `InputError`.
 
+Nesting: a column's value may nest at most `core.eval.nesting.MAX_NESTING` levels of objects
+and arrays (a metadata object rides inside the rollout request, whose serializer has a depth
+limit of its own); a deeper one is a problem of its row, found before anything is sent.
+
 Hostile content: row text is kept exactly as written (markup such as `[bold]`, control
 characters and huge values included) because it is what the model must see; renderers treat it
 as plain text. Error messages only show values through `quote_text`, which shortens and escapes
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.dataset_formats import (
+    COLUMNS,
     LABEL_COLUMNS,
     METADATA,
     RawRecord,
@@ -30,6 +35,7 @@ from core.eval.dataset_formats import (
     read_records,
 )
 from core.eval.errors import InputError, InputProblem
+from core.eval.nesting import TOO_DEEP, too_deep
 from core.eval.safe_text import quote_text
 
 _TRUE = frozenset({"true", "1", "yes"})
@@ -114,7 +120,7 @@ def _validate_record(
     record: RawRecord, source: str
 ) -> tuple[DatasetRow | None, list[InputProblem]]:
     check = _RowCheck(record, source)
-    values = record.values
+    values = _within_nesting(check, record.values)
     system_prompt = _text(check, values, "system_prompt")
     user_prompt = _text(check, values, "user_prompt")
     label = _label(check, values)
@@ -143,6 +149,15 @@ def _validate_record(
         grade=grade,
     )
     return row, []
+
+
+def _within_nesting(check: _RowCheck, values: Mapping[str, object]) -> Mapping[str, object]:
+    """`values`, with each column nested past the limit reported and left empty (so that
+    its other checks are not run on it)."""
+    deep = [column for column in COLUMNS if too_deep(values.get(column)) is not None]
+    for column in deep:
+        check.add(column, TOO_DEEP)
+    return {**values, **dict.fromkeys(deep)} if deep else values
 
 
 def _has_no_input(
@@ -202,6 +217,9 @@ def _metadata(check: _RowCheck, value: object) -> dict[str, Any] | None:
         if problem is not None:
             check.add(METADATA, problem)
             return None
+        if too_deep(decoded) is not None:
+            check.add(METADATA, TOO_DEEP)
+            return None
         value = decoded
     if not isinstance(value, dict):
         check.add(METADATA, f"expected a JSON object, got {json_kind(value)}")
@@ -209,7 +227,7 @@ def _metadata(check: _RowCheck, value: object) -> dict[str, Any] | None:
     try:
         # It travels as JSON in the rollout request: find unsendable values now, not then.
         json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
         check.add(METADATA, f"cannot be sent as JSON: {type(exc).__name__}")
         return None
     return value or None

@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
+from core.eval.nesting import TOO_DEEP
 from core.eval.safe_text import quote_text
 
 METADATA = "metadata"
 LABEL_COLUMNS = ("ground_truth", "label")  # the first non-empty one is the label
+COLUMNS = ("system_prompt", "user_prompt", *LABEL_COLUMNS, METADATA, "grade")
+"""The columns a row is read from; any others are ignored."""
 _FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 # Long prompts are normal; the csv module's default 128 KiB field limit is not (the official
 # reader raises it to the same 16 MiB).
@@ -124,7 +127,7 @@ def parse_json(text: str) -> tuple[object, str | None]:
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON at column {exc.colno}: {exc.msg}"
     except RecursionError:
-        return None, "invalid JSON: nested too deeply"
+        return None, f"invalid JSON: {TOO_DEEP}"
     except ValueError as exc:  # e.g. an integer too long for int()
         return None, f"invalid JSON: {exc}"
 
@@ -194,8 +197,7 @@ def _read_csv(stream: io.StringIO, source: str, collected: RawRecords) -> None:
 
 
 def _header_problems(header: list[str], source: str, line: int) -> Iterator[InputProblem]:
-    used = ("system_prompt", "user_prompt", *LABEL_COLUMNS, METADATA, "grade")
-    for name in used:
+    for name in COLUMNS:
         if header.count(name) > 1:
             yield InputProblem(source, line, name, "column appears more than once")
     if METADATA in header:

@@ -15,6 +15,7 @@ from datetime import date, datetime, time
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
+from core.eval.nesting import TOO_DEEP
 from core.eval.safe_text import quote_text
 
 if sys.version_info >= (3, 11):
@@ -42,6 +43,9 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError([_syntax_problem(str(exc), text, source)]) from None
+    except RecursionError:
+        # tomllib parses arrays and inline tables recursively; no position survives.
+        raise InputError.single(source, f"invalid TOML: {TOO_DEEP}") from None
     except ValueError as exc:
         # Not a TOMLDecodeError, so no position: e.g. an integer too long for int().
         raise InputError.single(source, f"invalid TOML: {exc}") from None

@@ -9,6 +9,7 @@ import pytest
 
 from core.eval.config import EvalConfig, load_config
 from core.eval.errors import InputError, InputProblem
+from core.eval.nesting import MAX_NESTING, TOO_DEEP
 
 VALID = """\
 [experiment]
@@ -206,6 +207,20 @@ def test_duplicate_key_is_a_syntax_error_with_its_line(tmp_path: Path) -> None:
 def test_integer_too_long_to_convert_is_a_problem_not_a_crash(tmp_path: Path) -> None:
     path = write(tmp_path, EXPERIMENT + "[evaluation]\nlimit = " + "9" * 5000 + "\n")
     assert only_problem(path).startswith(f"{path}: invalid TOML: Exceeds the limit (4300 digits)")
+
+
+def test_arrays_too_deep_to_parse_are_a_problem_not_a_crash(tmp_path: Path) -> None:
+    path = write(tmp_path, EXPERIMENT + "[advanced]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert only_problem(path) == f"{path}: invalid TOML: {TOO_DEEP}"
+
+
+def test_tables_nested_past_the_limit_name_their_key_and_line(tmp_path: Path) -> None:
+    # Table headers parse at any depth; the run's manifest could not record them.
+    keys = ".".join(["a"] * MAX_NESTING)
+    path = write(tmp_path, EXPERIMENT + f"[advanced.{keys}]\nb = 1\n")
+    assert only_problem(path) == f"{path}:6: advanced.a: {TOO_DEEP}"
+    path = write(tmp_path, EXPERIMENT + f"[advanced.{'.'.join(['a'] * (MAX_NESTING - 1))}]\n")
+    assert load_config(path, secret_values={}).advanced
 
 
 def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from core.eval.dataset import (
     select_rows,
 )
 from core.eval.errors import InputError
+from core.eval.nesting import MAX_NESTING, TOO_DEEP
 
 
 def write_jsonl(tmp_path: Path, rows: list[object], name: str = "data.jsonl") -> Path:
@@ -109,7 +110,41 @@ def test_bad_json_and_non_objects_name_their_lines(tmp_path: Path) -> None:
 
 def test_deeply_nested_json_is_a_problem_not_a_crash(tmp_path: Path) -> None:
     path = write_text(tmp_path, "d.jsonl", "[" * 200_000 + "\n")
-    assert only_problem(path) == f"{path}:1: invalid JSON: nested too deeply"
+    assert only_problem(path) == f"{path}:1: invalid JSON: {TOO_DEEP}"
+
+
+def deep(levels: int) -> str:
+    """JSON text of objects nested `levels` deep."""
+    return '{"a": ' * levels + "1" + "}" * levels
+
+
+def test_values_nested_past_the_limit_are_problems_at_their_line_and_column(
+    tmp_path: Path,
+) -> None:
+    # Readable JSON, but a request holding it could not be sent: found now, not at admission.
+    lines = [
+        '{"user_prompt": "q", "label": "1", "metadata": ' + deep(MAX_NESTING) + "}",
+        '{"user_prompt": "q", "label": "1", "metadata": ' + deep(MAX_NESTING + 1) + "}",
+        '{"user_prompt": "q", "metadata": ' + deep(300) + "}",
+        '{"user_prompt": "q", "ground_truth": ' + deep(300) + "}",
+        '{"user_prompt": ' + deep(MAX_NESTING + 1) + ', "label": "1"}',
+    ]
+    path = write_text(tmp_path, "d.jsonl", "\n".join(lines) + "\n")
+    assert problems_of(path) == [
+        f"{path}:2: metadata: {TOO_DEEP}",
+        f"{path}:3: metadata: {TOO_DEEP}",
+        f"{path}:4: ground_truth: {TOO_DEEP}",
+        f"{path}:5: user_prompt: {TOO_DEEP}",
+    ]
+    del lines[1:]
+    path.write_text(lines[0] + "\n")
+    assert load_dataset(path).rows[0].metadata == json.loads(deep(MAX_NESTING))
+
+
+def test_csv_metadata_nested_past_the_limit_names_its_line(tmp_path: Path) -> None:
+    cell = deep(MAX_NESTING + 1).replace('"', '""')
+    path = write_text(tmp_path, "d.csv", f'user_prompt,label,metadata\nq,1,\nq,1,"{cell}"\n')
+    assert only_problem(path) == f"{path}:3: metadata: {TOO_DEEP}"
 
 
 def test_integer_too_long_to_convert_is_a_problem_not_a_crash(tmp_path: Path) -> None:

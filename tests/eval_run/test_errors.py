@@ -42,6 +42,8 @@ def workspace_with(tmp_path: Path, config: str, rows: str | None = None) -> Path
 
 
 GOOD_ROW = json.dumps(multiply_rows(1)[0])
+# Readable, but past the nesting limit (core/eval/nesting.py): no request could carry it.
+DEEP_METADATA = '{"metadata": ' + '{"a": ' * 300 + "1" + "}" * 300 + "}"
 
 
 @pytest.mark.parametrize(
@@ -84,6 +86,34 @@ GOOD_ROW = json.dumps(multiply_rows(1)[0])
             (),
             ["data/multiply.jsonl:2: invalid JSON"],
             id="bad-row",
+        ),
+        pytest.param(
+            EXPERIMENT,
+            GOOD_ROW + "\n" + DEEP_METADATA + "\n",
+            (),
+            ["data/multiply.jsonl:2: metadata: nested too deeply (more than 128 levels"],
+            id="deep-metadata",
+        ),
+        pytest.param(
+            EXPERIMENT,
+            GOOD_ROW + "\n" + "[" * 100_000 + "\n",
+            (),
+            ["data/multiply.jsonl:2: invalid JSON: nested too deeply (more than 128 levels"],
+            id="json-too-deep-to-parse",
+        ),
+        pytest.param(
+            EXPERIMENT + "[advanced]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n",
+            None,
+            (),
+            ["configs/eval.toml: invalid TOML: nested too deeply (more than 128 levels"],
+            id="toml-too-deep-to-parse",
+        ),
+        pytest.param(
+            EXPERIMENT + "[advanced." + ".".join(["a"] * 300) + "]\nb = 1\n",
+            None,
+            (),
+            ["configs/eval.toml:6: advanced.a: nested too deeply (more than 128 levels"],
+            id="deep-toml-tables",
         ),
         pytest.param(
             EXPERIMENT,

@@ -1,0 +1,44 @@
+"""How deeply the user's input may nest objects and arrays (dataset rows, the config).
+
+A dataset row's metadata travels inside the rollout request as JSON, and the config's
+`[advanced]` table inside the run's manifest. Both pass through libraries with depth limits of
+their own: pydantic refuses to serialize a request whose metadata nests 256 levels (probed:
+255 is the last that works), its JSON parser, which a rollout server may use, refuses 200
+levels, and Python's own parsers and printers recurse (about 1,000 levels). A value nested past
+those limits used to be read and checked, and then failed every admission of its row.
+
+`MAX_NESTING` is well inside all of them, so a value at the limit still fits when it is
+wrapped in a request (or a manifest) and parsed again on the other side; no real dataset or
+config comes near it. Depth counts containers: `{"a": 1}` nests 1 level, `{"a": [1]}` 2. The
+check walks iteratively, so even a value that breaks recursion is measured.
+"""
+
+from __future__ import annotations
+
+MAX_NESTING = 128
+TOO_DEEP = f"nested too deeply (more than {MAX_NESTING} levels of objects and arrays)"
+"""The problem message for a value past `MAX_NESTING`, and for text too deep to parse."""
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def too_deep(value: object, limit: int = MAX_NESTING) -> tuple[str | int, ...] | None:
+    """The key path (inside `value`) of the first object or array nested past `limit`
+    levels, or None when `value` nests `limit` levels or fewer."""
+    stack: list[tuple[tuple[str | int, ...], object, int]] = [((), value, 1)]
+    while stack:
+        path, current, level = stack.pop()
+        if not isinstance(current, _CONTAINERS):
+            continue
+        if level > limit:
+            return path
+        children = current.items() if isinstance(current, dict) else enumerate(current)
+        stack.extend(
+            ((*path, key), child, level + 1)
+            for key, child in children
+            if isinstance(child, _CONTAINERS)
+        )
+    return None
+
+
+__all__ = ["MAX_NESTING", "TOO_DEEP", "too_deep"]
