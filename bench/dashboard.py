@@ -44,7 +44,7 @@ class SyntheticSource:
     preview_root = None
 
     def progress(self) -> Progress:
-        return Progress(0, ROLLOUTS, 0, 0, 0.0, 0)
+        return Progress(0, ROLLOUTS, 0, 0, None, 0)
 
     def servers(self) -> list[ServerView]:
         return []

@@ -356,3 +356,40 @@ def test_only_a_finished_run_has_a_completion_time(state: RunState) -> None:
     )
     assert "completed_at" not in document["eval_run"]
     assert document["eval_run"]["duration_ms"] == 0.0
+
+
+HUGE = 1.7976931348623157e308  # the largest float
+
+
+@pytest.mark.parametrize(
+    ("rewards", "stats"),
+    [
+        ([1e308, 1e308], {"mean": 1e308, "median": 1e308, "std": 0.0}),
+        ([HUGE, -HUGE], {"mean": 0.0, "median": 0.0, "std": HUGE}),
+        ([HUGE, HUGE, HUGE], {"mean": HUGE, "median": HUGE, "std": 0.0}),
+        ([1e308, -1.7e308, 1.0], {"mean": -2.333333333333333e307, "median": 1.0}),
+        ([-HUGE, -HUGE, 0.5, 0.25], {"mean": -HUGE / 2, "median": -HUGE / 2}),
+    ],
+)
+def test_huge_finite_rewards_give_finite_statistics(
+    rewards: list[float], stats: dict[str, float]
+) -> None:
+    # statistics.fmean raises OverflowError on these and median gives inf: every refresh
+    # of metrics.json, and every resume, used to fail the same way.
+    results = [_result(row, 0, reward=reward) for row, reward in enumerate(rewards)]
+    summary = summarize(_rows(results), pass_threshold=1.0)
+    reward_stats = summary["reward_stats"]
+    for key, value in stats.items():
+        assert reward_stats[key] == pytest.approx(value, rel=1e-15), key
+    assert (reward_stats["min"], reward_stats["max"]) == (min(rewards), max(rewards))
+    assert all(math.isfinite(value) for value in reward_stats.values())
+    json.dumps(summary, allow_nan=False)  # standard JSON, as metrics.json is written
+    shown = progress(results, total_items=len(rewards), pass_threshold=1.0)
+    assert shown.mean_reward == reward_stats["mean"]
+
+
+def test_the_live_mean_is_the_summary_mean_float_for_float(tmp_path: Path) -> None:
+    lines = [ItemResult.from_json(json.loads(line)) for line in FIXED_JOURNAL.splitlines()]
+    summary = summarize(_fixed_rows(tmp_path), pass_threshold=1.0)
+    shown = progress(lines, total_items=20, pass_threshold=1.0)
+    assert shown.mean_reward == summary["reward_stats"]["mean"]

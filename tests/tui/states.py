@@ -22,6 +22,7 @@ from textual.pilot import Pilot
 
 from core.board import RolloutBoard
 from core.eval.model_calls import ModelCall
+from core.eval.results import reward_stats
 from core.eval.results.metrics import Progress
 from core.rollout_record import CancelRequest, RecordedRollout, RequestOptions, RolloutRecord
 from core.types import (
@@ -94,7 +95,7 @@ class StaticSource:
             total=self.total,
             passed=sum(1 for reward in rewards if reward >= 1.0),
             completed=len(completed),
-            rewards_sum=sum(rewards),
+            mean_reward=reward_stats.mean(rewards) if rewards else None,
             rewards_count=len(rewards),
         )
 

@@ -12,7 +12,9 @@ local number and the platform's agree); nothing is rounded:
   `0` when there are none. A failed row without a reward is a non-pass.
 - `tokens_used` = all rows' tokens, skipped ones too (they were spent).
 - `reward_stats` {mean, median, std (population; 0.0 for one reward), min, max}: only when
-  at least one row was graded.
+  at least one row was graded; finite however large the rewards
+  (`core.eval.results.reward_stats`). Every number written is finite: a reward is (the client
+  refuses a result whose reward is not, and so does the journal), and so are the statistics.
 - `n_runs` = the highest `run_index` + 1, only when that is at least 2; then `pass_at_k`,
   for k = 1, 2, 4, ... <= n_runs, the unbiased estimator `1 - C(a - p, k) / C(a, k)` per row
   (`a` its non-skipped attempts, `p` its passes) averaged over the rows with `a >= k`; only
@@ -34,6 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard
 
+from core.eval.results import reward_stats
 from core.eval.results.records import ItemResult
 
 RunState = Literal["running", "finished", "incomplete"]
@@ -139,9 +142,9 @@ def summarize(rows: Iterable[Mapping[str, Any]], *, pass_threshold: float) -> di
     rewards = tally.rewards
     if rewards:
         summary["reward_stats"] = {
-            "mean": statistics.fmean(rewards),
-            "median": statistics.median(rewards),
-            "std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+            "mean": reward_stats.mean(rewards),
+            "median": reward_stats.median(rewards),
+            "std": reward_stats.pstdev(rewards) if len(rewards) > 1 else 0.0,
             "min": min(rewards),
             "max": max(rewards),
         }
@@ -173,7 +176,8 @@ class Progress:
     passed: int
     completed: int
     """Finished items that are samples (`completed_samples`: not skipped)."""
-    rewards_sum: float
+    mean_reward: float | None
+    """The graded samples' mean reward (`reward_stats.mean`); None until one was graded."""
     rewards_count: int
     """Graded samples (`graded`)."""
 
@@ -181,10 +185,6 @@ class Progress:
     def pass_rate(self) -> float | None:
         """`passed / completed`; None until a sample completed (metrics.json says 0)."""
         return self.passed / self.completed if self.completed else None
-
-    @property
-    def mean_reward(self) -> float | None:
-        return self.rewards_sum / self.rewards_count if self.rewards_count else None
 
 
 def progress(results: Iterable[ItemResult], *, total_items: int, pass_threshold: float) -> Progress:
@@ -204,7 +204,7 @@ def progress(results: Iterable[ItemResult], *, total_items: int, pass_threshold:
         total=total_items,
         passed=tally.passed,
         completed=tally.completed,
-        rewards_sum=sum(tally.rewards),
+        mean_reward=reward_stats.mean(tally.rewards) if tally.rewards else None,
         rewards_count=len(tally.rewards),
     )
 
