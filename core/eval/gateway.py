@@ -62,17 +62,18 @@ from core.eval.gateway_payloads import (
     error_message,
     error_payload,
     last_message_text,
+    read_usage,
     reasoning_fields,
     reply_message,
     reply_text,
     sse_data,
     sse_error,
-    usage_counts,
 )
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.reasoning_memory import ReasoningMemory
 from core.eval.redact import Redactor
+from core.eval.token_counts import NOT_A_COUNT
 from core.eval.upstreams import ChatUpstream, ambient_secret_values
 from core.types import ensure_single_path_segment
 
@@ -305,9 +306,16 @@ class ModelGateway(LoopbackService):
             reply = await self._upstream.complete(
                 self._reasoning.replayed(rollout_id, body), headers=headers
             )
-            usage = usage_counts(reply.completion)
-            if usage is not None:
-                self._tokens[rollout_id] = self._tokens.get(rollout_id, 0) + usage["total_tokens"]
+            usage = read_usage(reply.completion)
+            if usage is not None and usage.ignored:
+                logger.warning(
+                    "model call for rollout %s: %s %s; counted as unknown",
+                    rollout_id,
+                    ", ".join(usage.ignored),
+                    NOT_A_COUNT,
+                )
+            if usage is not None and usage.total_tokens is not None:
+                self._tokens[rollout_id] = self._tokens.get(rollout_id, 0) + usage.total_tokens
             found = choices(reply.completion)
             if not found:
                 raise UpstreamError(
@@ -333,9 +341,9 @@ class ModelGateway(LoopbackService):
             call,
             status=200,
             upstream_status=reply.status,
-            prompt_tokens=None if usage is None else usage["prompt_tokens"],
-            completion_tokens=None if usage is None else usage["completion_tokens"],
-            total_tokens=None if usage is None else usage["total_tokens"],
+            prompt_tokens=None if usage is None else usage.prompt_tokens,
+            completion_tokens=None if usage is None else usage.completion_tokens,
+            total_tokens=None if usage is None else usage.total_tokens,
             reply_text=bounded(self._scrub(reply_text(reply.completion))),
             cost_usd=reply.cost_usd,
         )

@@ -8,7 +8,7 @@ whatever the provider:
   rollout asked for), `choices[]` with `message` = role, content, the reasoning fields the
   provider gave (`reasoning_content`, `thinking_blocks`, `reasoning_details`), `tool_calls`
   and `refusal` when present, and `finish_reason`; `usage` with the three token counts when
-  the provider reported any;
+  the provider reported any (0 for one that is missing or not a count: `read_usage`);
 - `chat.completion.chunk` (`stream: true`): the same, with the whole message as `delta` (no
   `role`; tool calls renumbered 0, 1, ... as streaming clients index them), sent once between
   `: ping` heartbeats and `data: [DONE]`;
@@ -19,9 +19,14 @@ whatever the provider:
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from core.eval.safe_text import shown_value
+from core.eval.token_counts import token_count
 
 #: The SSE comment sent before the upstream call and then every heartbeat interval.
 SSE_PING = ": ping\n\n"
@@ -67,11 +72,12 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _int(value: Any) -> int:
-    """A token count as an int; anything that is not a number counts as 0."""
+def _timestamp(value: Any) -> int:
+    """`created` in whole seconds: now, unless the upstream gave a finite positive number
+    (`int(Infinity)` would raise)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0
-    return int(value)
+        return int(time.time())
+    return int(value) if math.isfinite(value) and value > 0 else int(time.time())
 
 
 def choices(completion: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -81,8 +87,29 @@ def choices(completion: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [_mapping(choice) for choice in found]
 
 
-def usage_counts(completion: Mapping[str, Any]) -> dict[str, int] | None:
-    """`prompt_tokens`, `completion_tokens`, `total_tokens`; None when the upstream gave none.
+@dataclass(frozen=True)
+class Usage:
+    """The token counts of an upstream's `usage`, read through `core.eval.token_counts`."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    """None for a count that was reported as something that is not one; a missing count is
+    0 (a missing total: the other two summed)."""
+    ignored: tuple[str, ...] = ()
+    """The values that are not counts, as `usage.<name> = <value>`, for a warning."""
+
+    def wire(self) -> dict[str, int]:
+        """The answer's `usage`: an unknown count is 0, as official answers a missing one."""
+        return {
+            "prompt_tokens": self.prompt_tokens or 0,
+            "completion_tokens": self.completion_tokens or 0,
+            "total_tokens": self.total_tokens or 0,
+        }
+
+
+def read_usage(completion: Mapping[str, Any]) -> Usage | None:
+    """The completion's token counts; None when the upstream gave no `usage`.
 
     `input_tokens`/`output_tokens` stand in for the first two, and a missing total is their
     sum, so that providers with Responses-style usage still count.
@@ -90,20 +117,27 @@ def usage_counts(completion: Mapping[str, Any]) -> dict[str, int] | None:
     usage = completion.get("usage")
     if not isinstance(usage, Mapping):
         return None
-    prompt = usage.get("prompt_tokens")
-    if prompt is None:
-        prompt = usage.get("input_tokens")
-    produced = usage.get("completion_tokens")
-    if produced is None:
-        produced = usage.get("output_tokens")
-    total = usage.get("total_tokens")
-    if total is None:
-        total = _int(prompt) + _int(produced)
-    return {
-        "prompt_tokens": _int(prompt),
-        "completion_tokens": _int(produced),
-        "total_tokens": _int(total),
-    }
+    ignored: list[str] = []
+
+    def count(*names: str) -> int | None:
+        name, value = next(
+            ((name, usage[name]) for name in names if usage.get(name) is not None),
+            (names[0], None),
+        )
+        if value is None:
+            return 0
+        found = token_count(value)
+        if found is None:
+            ignored.append(f"usage.{name} = {shown_value(value)}")
+        return found
+
+    prompt = count("prompt_tokens", "input_tokens")
+    produced = count("completion_tokens", "output_tokens")
+    if usage.get("total_tokens") is None:
+        total = None if prompt is None or produced is None else prompt + produced
+    else:
+        total = count("total_tokens")
+    return Usage(prompt, produced, total, tuple(ignored))
 
 
 def reply_message(choice: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -171,16 +205,16 @@ def answer_payload(
         if isinstance(completion_id, str) and completion_id
         else "chatcmpl-eval",
         "object": "chat.completion.chunk" if stream else "chat.completion",
-        "created": _int(created) or int(time.time()),
+        "created": _timestamp(created),
         "model": requested_model,
         "choices": [
             _choice(choice, position, stream=stream)
             for position, choice in enumerate(choices(completion))
         ],
     }
-    usage = usage_counts(completion)
+    usage = read_usage(completion)
     if usage is not None:
-        payload["usage"] = usage
+        payload["usage"] = usage.wire()
     return payload
 
 
@@ -222,6 +256,7 @@ __all__ = [
     "ERROR_MESSAGE_LIMIT",
     "SSE_DONE",
     "SSE_PING",
+    "Usage",
     "answer_payload",
     "choices",
     "compact_json",
@@ -229,10 +264,10 @@ __all__ = [
     "error_payload",
     "last_message_text",
     "message_text",
+    "read_usage",
     "reasoning_fields",
     "reply_message",
     "reply_text",
     "sse_data",
     "sse_error",
-    "usage_counts",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
@@ -224,7 +225,14 @@ class LiteLLMUpstream:
             cost = self._litellm.completion_cost(completion_response=response)
         except Exception:  # a model LiteLLM has no price for
             return None
-        return float(cost) if isinstance(cost, (int, float)) else None
+        if isinstance(cost, bool) or not isinstance(cost, (int, float)):
+            return None
+        try:
+            value = float(cost)
+        except OverflowError:  # an int past the largest float
+            return None
+        # A price times an absurd token count may be inf (or NaN): not a cost anyone owes.
+        return value if math.isfinite(value) and value >= 0 else None
 
     def _mask(self, text: str) -> str:
         redact_string = _litellm_module("litellm_core_utils.secret_redaction").redact_string

@@ -10,7 +10,6 @@ recognisable prefix) and hold at most `TEXT_LIMIT` characters.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -20,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.eval.results.durable import AppendFile, open_append, write_all
+from core.eval.results.durable import AppendFile, json_line, open_append, write_all
 from core.eval.results.records import iso_utc
 
 logger = logging.getLogger(__name__)
@@ -141,11 +140,9 @@ class CallLog(AppendFile):
         """Write `call` (usable as an `on_call_end` hook); a call in flight is skipped."""
         if self._fd is None or self.error is not None or call.in_flight:
             return
-        line = json.dumps(
-            call.to_record(self.origin), ensure_ascii=False, separators=(",", ":")
-        ).encode()
+        line = json_line(call.to_record(self.origin))
         try:
-            write_all(self._fd, line + b"\n")
+            write_all(self._fd, line)
         except OSError as exc:
             self.error = exc
             logger.warning(

@@ -1,12 +1,34 @@
 """A work item's outcome: what its rollout's result (or the runner's own verdict) is
 journaled as (EVAL.md §7): success, skipped, failed with an error type, or none for a
 cancelled one that stays pending.
+
+The result's own token count (its sample's `metrics`) is read through
+`core.eval.token_counts`: a value that is not a count is logged and left out.
+
+A result whose reward is not a finite number (NaN, Infinity, 1e400, a string) is refused by
+the client, as the official client refuses it, and the official runner then halts the whole
+run with the item pending: every resume meets the same result and halts again. Here the
+item fails instead, with the error type `invalid_reward` (`invalid_reward()` recognises the
+refusal), and the run goes on.
 """
 
 from __future__ import annotations
 
+import logging
+
+from pydantic import ValidationError
+
+from core.errors import RolloutProtocolError
 from core.eval.results.records import ItemResult, WorkItem
+from core.eval.safe_text import shown_value
+from core.eval.token_counts import NOT_A_COUNT, token_count
 from core.types import RolloutResultResponse, RolloutStatus
+
+logger = logging.getLogger(__name__)
+
+#: The error type of an item whose result had a reward that is not a finite number.
+INVALID_REWARD = "invalid_reward"
+_REWARD = ("sample", "reward")
 
 
 def classify(
@@ -17,7 +39,7 @@ def classify(
     if status == RolloutStatus.CANCELLED:
         return None
     sample = result.sample
-    tokens = _tokens(sample.metrics) if sample is not None else None
+    tokens = _tokens(rollout_id, sample.metrics) if sample is not None else None
     if status == RolloutStatus.SUCCESS:
         skipped = sample is not None and sample.remove_sample
         return ItemResult(
@@ -35,6 +57,18 @@ def classify(
         result.err_category.value if result.err_category else result.err_message or "rollout_failed"
     )
     return failed_item(item, rollout_id, duration_ms, error_type, tokens=tokens)
+
+
+def invalid_reward(error: RolloutProtocolError) -> str | None:
+    """When the client refused a result only for its reward: that reward as the server sent
+    it (for a message); else None."""
+    cause = error.__cause__
+    if not isinstance(cause, ValidationError):
+        return None
+    problems = cause.errors()
+    if not problems or any(problem["loc"] != _REWARD for problem in problems):
+        return None
+    return shown_value(problems[0]["input"])
 
 
 def failed_item(
@@ -59,10 +93,26 @@ def failed_item(
     )
 
 
-def _tokens(metrics: dict[str, object]) -> int | None:
-    total = metrics.get("total_tokens")
-    if isinstance(total, (int, float)):
-        return int(total)
-    parts = [metrics.get(key) for key in ("prompt_tokens", "completion_tokens")]
-    numbers = [int(part) for part in parts if isinstance(part, (int, float))]
-    return sum(numbers) if numbers else None
+def _tokens(rollout_id: str, metrics: dict[str, object]) -> int | None:
+    """`total_tokens`, else the sum of `prompt_tokens` and `completion_tokens` (either may be
+    missing); None when none of them is a count."""
+    total = _count(rollout_id, metrics, "total_tokens")
+    if total is not None:
+        return total
+    parts = [_count(rollout_id, metrics, key) for key in ("prompt_tokens", "completion_tokens")]
+    counted = [part for part in parts if part is not None]
+    return sum(counted) if counted else None
+
+
+def _count(rollout_id: str, metrics: dict[str, object], key: str) -> int | None:
+    value = metrics.get(key)
+    count = token_count(value)
+    if count is None and value is not None:
+        logger.warning(
+            "rollout %s: the result's metrics.%s = %s %s; it is left out",
+            rollout_id,
+            key,
+            shown_value(value),
+            NOT_A_COUNT,
+        )
+    return count

@@ -21,7 +21,7 @@ import httpx
 from core.board import RolloutBoard
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
 from core.eval.dataset import DatasetRow
-from core.eval.outcomes import classify, failed_item
+from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward
 from core.eval.results.records import ItemResult, WorkItem
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
 from core.rollout_record import RequestOptions, RolloutRecord
@@ -333,6 +333,20 @@ class EvalRunner:
             )
             return
         except (RolloutProtocolError, httpx.HTTPError, OSError) as exc:
+            reward = invalid_reward(exc) if isinstance(exc, RolloutProtocolError) else None
+            if reward is not None:  # this item's result, not the server, is at fault
+                logger.warning(
+                    "rollout %s (source row %s, run %s) on %s: its result has reward %s, "
+                    "not a finite number; the item fails as %s",
+                    record.rollout_id,
+                    item.source_row_index,
+                    item.run_index,
+                    slot.url,
+                    reward,
+                    INVALID_REWARD,
+                )
+                self._finish(item, record.rollout_id, None, started, error_type=INVALID_REWARD)
+                return
             if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(

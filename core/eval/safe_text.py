@@ -61,3 +61,20 @@ def replace_unsafe(text: str) -> str:
     if text.isprintable():  # the common case; isprintable() is stricter than the rule
         return text
     return "".join(REPLACEMENT if _unsafe(char) else char for char in text)
+
+
+def shown_value(value: object) -> str:
+    """A value read from a server's or a model's JSON, as a short terminal-safe phrase for a
+    message: numbers as Python writes them (`nan`, `inf`, `1e+30`), strings quoted."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, int) and value.bit_length() > 200:
+        # str() of an integer past 4,300 digits raises; such a number is only its size here.
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return quote_text(value)
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "an array"
+    return type(value).__name__

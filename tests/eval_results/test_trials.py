@@ -44,6 +44,15 @@ def test_trajectory_tokens_add_what_is_there() -> None:
     assert trajectory_tokens({"final_metrics": {"total_prompt_tokens": True}}) is None
 
 
+@pytest.mark.parametrize("odd", [-5, 2.5, 10**30, float("nan"), float("inf"), "7"])
+def test_trajectory_token_counts_that_are_no_counts_are_left_out(odd: object) -> None:
+    # A negative or absurd count would be written into index.jsonl and summed in metrics.
+    metrics = {"total_prompt_tokens": odd, "total_completion_tokens": 3}
+    assert trajectory_tokens({"final_metrics": metrics}) == 3
+    assert trajectory_tokens({"final_metrics": {"total_prompt_tokens": odd}}) is None
+    assert trajectory_tokens({"final_metrics": {"total_prompt_tokens": 4.0}}) == 4
+
+
 def test_only_a_trajectory_of_this_rollout_is_valid(tmp_path: Path) -> None:
     path = tmp_path / "trajectory.json"
     assert read_trajectory(path, RID) is None

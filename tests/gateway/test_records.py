@@ -92,6 +92,51 @@ async def test_tokens_are_summed_per_rollout(
         assert gateway.tokens_for("a") is None
 
 
+@pytest.mark.parametrize(
+    "odd", ["Infinity", "NaN", "-Infinity", "-3", "2.5", "1e30", str(10**30), '"12"', "true"]
+)
+async def test_usage_counts_that_are_no_counts_are_unknown_with_a_warning(
+    fake: FakeUpstream,
+    fake_url: str,
+    client: httpx.AsyncClient,
+    caplog: pytest.LogCaptureFixture,
+    odd: str,
+) -> None:
+    # Raw text: the non-standard tokens only a hand-written body can hold. int(Infinity) used
+    # to fail the call; a negative count was summed into the rollout's tokens.
+    usage = f'{{"prompt_tokens": 7, "completion_tokens": {odd}, "total_tokens": {odd}}}'
+    text = json.dumps(completion()).replace(json.dumps(completion()["usage"]), usage)
+    fake.respond = lambda _seen: Answer(text=text, headers={"content-type": "application/json"})
+    ended: list[ModelCall] = []
+    caplog.set_level(logging.WARNING, logger="core.eval.gateway")
+    async with upstream(fake_url) as up, ModelGateway(up, on_call_end=ended.append) as gateway:
+        plain = await post_chat(client, gateway, chat_body(), rollout_id="a")
+        streamed = await post_chat(client, gateway, chat_body(stream=True), rollout_id="a")
+        assert gateway.tokens_for("a") is None
+    assert plain.status_code == streamed.status_code == 200
+    # The rollout still gets a usage an OpenAI client parses: the unknown counts as 0.
+    assert plain.json()["usage"] == {"prompt_tokens": 7, "completion_tokens": 0, "total_tokens": 0}
+    assert "Infinity" not in streamed.text and "NaN" not in streamed.text
+    assert [(call.prompt_tokens, call.completion_tokens, call.total_tokens) for call in ended] == [
+        (7, None, None)
+    ] * 2
+    assert caplog.text.count("model call for rollout a: usage.completion_tokens = ") == 2
+    assert "is not a token count (a whole number from 0 to 9007199254740991)" in caplog.text
+
+
+@pytest.mark.parametrize("odd", ["Infinity", "NaN", "-1", "true"])
+async def test_a_created_time_that_is_no_time_is_answered_as_now(
+    fake: FakeUpstream, fake_url: str, client: httpx.AsyncClient, odd: str
+) -> None:
+    text = json.dumps(completion()).replace('"created": 1700000000', f'"created": {odd}')
+    fake.respond = lambda _seen: Answer(text=text, headers={"content-type": "application/json"})
+    before = int(time.time())
+    async with upstream(fake_url) as up, ModelGateway(up) as gateway:
+        response = await post_chat(client, gateway, chat_body())
+    assert response.status_code == 200
+    assert before <= response.json()["created"] <= time.time()
+
+
 async def test_a_failing_hook_does_not_fail_the_call(
     fake_url: str, client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:

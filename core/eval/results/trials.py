@@ -28,11 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.eval.token_counts import token_count
+
 logger = logging.getLogger(__name__)
 
 TRAJECTORY_FILE = "trajectory.json"
 ARTIFACTS_DIR = "artifacts"
 RESERVED_ARTIFACT = "manifest.json"
+_TOKEN_KEYS = ("total_prompt_tokens", "total_completion_tokens")
 
 
 def trajectory_identity(document: Mapping[str, Any]) -> str | None:
@@ -54,14 +57,14 @@ def trajectory_identity(document: Mapping[str, Any]) -> str | None:
 
 def trajectory_tokens(document: Mapping[str, Any]) -> int | None:
     """Prompt plus completion tokens from the document's `final_metrics` (either may be
-    missing; None when both are)."""
+    missing, or not a token count: `core.eval.token_counts`; None when neither is one)."""
     metrics = document.get("final_metrics")
     if not isinstance(metrics, Mapping):
         return None
     counts = [
-        value
-        for value in (metrics.get("total_prompt_tokens"), metrics.get("total_completion_tokens"))
-        if isinstance(value, int) and not isinstance(value, bool)
+        count
+        for count in map(token_count, (metrics.get(key) for key in _TOKEN_KEYS))
+        if count is not None
     ]
     return sum(counts) if counts else None
 
