@@ -21,6 +21,7 @@ from typing import Any
 
 from core.eval.errors import InputError, InputProblem
 from core.eval.nesting import TOO_DEEP, too_deep
+from core.eval.results.records import MAX_WORK_ITEMS
 from core.eval.toml_source import (
     KeyPath,
     TomlKeyLocator,
@@ -354,6 +355,18 @@ def _count(value: object) -> str | None:
     return None if value >= 1 else f"must be at least 1, got {describe_value(value)}"
 
 
+def _attempts(value: object) -> str | None:
+    """`n`: a count, and one a run can hold with a single row (the product of rows and n is
+    checked once the rows are known)."""
+    problem = _count(value)
+    if problem is None and isinstance(value, int) and value > MAX_WORK_ITEMS:
+        return (
+            f"at most {MAX_WORK_ITEMS:,} (the most work items a run holds), "
+            f"got {describe_value(value)}"
+        )
+    return problem
+
+
 def _number(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"expected a number, got {describe_value(value)}"
@@ -369,7 +382,7 @@ def _positive_number(value: object) -> str | None:
 
 _EVALUATION_CHECKS: dict[str, Callable[[object], str | None]] = {
     "limit": _count,
-    "n": _count,
+    "n": _attempts,
     "batch_size": _count,
     "pass_threshold": _number,
     "agent_workflow_timeout_s": _positive_number,

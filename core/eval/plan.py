@@ -31,7 +31,7 @@ from core.eval.results.folder import (
 from core.eval.results.manifest import manifest_inputs
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
 from core.eval.results.provenance import run_provenance
-from core.eval.results.records import ItemKey, ItemResult, WorkItem
+from core.eval.results.records import MAX_WORK_ITEMS, ItemKey, ItemResult, WorkItem
 from core.eval.results.source_digest import EMPTY_SOURCE_DIGEST, rollout_source_digest
 from core.eval.secret_values import STDIN, available_values, read_secrets_file
 from core.eval.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
@@ -190,6 +190,7 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
     if not selected:
         raise InputError.single(str(dataset_path), "no rows selected")
     n = request.n if request.n is not None else (config.n if config and config.n else 1)
+    _check_work_items(len(selected), n, request, config, dataset_path)
     rows = dict(enumerate(selected))
     items = tuple(
         WorkItem(row_index=index, run_index=run, source_row_index=row.source_row_index)
@@ -262,6 +263,28 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         secrets={name: secret_values[name] for name in config.required_secrets} if config else {},
         inputs=inputs,
         provenance=provenance,
+    )
+
+
+def _check_work_items(
+    rows: int, n: int, request: EvalRequest, config: EvalConfig | None, dataset_path: Path
+) -> None:
+    """Refuse a run of more than `MAX_WORK_ITEMS` (before any is built), naming what made
+    it so large: `--n`, the config's `evaluation.n`, or the rows selected."""
+    total = rows * n
+    if total <= MAX_WORK_ITEMS:
+        return
+    if request.n is not None:
+        source, key, fix = "--n", None, "lower --n, or "
+    elif n > 1 and config is not None:
+        source, key, fix = str(config.path), "evaluation.n", "lower evaluation.n, or "
+    else:
+        source, key, fix = str(dataset_path), None, ""
+    raise InputError.single(
+        source,
+        f"{rows:,} row{'s' if rows != 1 else ''} × n = {n:,} is {total:,} work items; "
+        f"a run holds at most {MAX_WORK_ITEMS:,}: {fix}select fewer rows (--rows, --limit)",
+        key=key,
     )
 
 

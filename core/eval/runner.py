@@ -124,9 +124,11 @@ class EvalRunner:
     async def run(self) -> RunOutcome:
         watcher = asyncio.create_task(self.pool.watch())
         try:
+            # As official, min(concurrency, items): a worker more than there are items would
+            # never send anything, and a huge --max-in-flight must not start millions.
+            count = max(1, min(self.settings.concurrency, len(self.pending)))
             workers = [
-                asyncio.create_task(self._worker(), name=f"eval-worker-{n}")
-                for n in range(max(1, self.settings.concurrency))
+                asyncio.create_task(self._worker(), name=f"eval-worker-{n}") for n in range(count)
             ]
             await asyncio.gather(*workers)
         finally:

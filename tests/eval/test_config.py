@@ -295,6 +295,15 @@ def test_unknown_keys_in_each_section(tmp_path: Path) -> None:
         ("limit = true", "evaluation.limit: expected an integer, got true"),
         ("n = 2.0", "evaluation.n: expected an integer, got 2.0"),
         ("n = 0", "evaluation.n: must be at least 1, got 0"),
+        (
+            "n = 100000000000",
+            "evaluation.n: at most 1,000,000 (the most work items a run holds), got 100000000000",
+        ),
+        (
+            "n = " + "9" * 30,
+            "evaluation.n: at most 1,000,000 (the most work items a run holds), "
+            "got an integer outside the 64-bit range",
+        ),
         ("batch_size = -3", "evaluation.batch_size: must be at least 1, got -3"),
         (
             "batch_size = -" + "9" * 30,

@@ -143,6 +143,20 @@ DEEP_METADATA = '{"metadata": ' + '{"a": ' * 300 + "1" + "}" * 300 + "}"
             ["--n: must be at least 1"],
             id="bad-flag",
         ),
+        pytest.param(
+            EXPERIMENT,
+            None,
+            ("--n", "100000000"),
+            ["--n: 1 row × n = 100,000,000 is 100,000,000 work items; a run holds at most"],
+            id="huge-n-flag",
+        ),
+        pytest.param(
+            EXPERIMENT + "[evaluation]\nn = " + "9" * 30 + "\n",
+            None,
+            (),
+            ["configs/eval.toml:7: evaluation.n: at most 1,000,000"],
+            id="huge-n-config",
+        ),
     ],
 )
 def test_bad_input_exits_2_naming_file_line_and_key(

@@ -182,3 +182,16 @@ def test_a_models_usage_that_is_no_count_is_unknown_with_a_warning(tmp_path: Pat
     log = (folder / "logs.txt").read_text()
     assert "usage.completion_tokens = -1, usage.total_tokens = inf" in log
     assert_results_are_standard_json(folder)
+
+
+def test_a_huge_max_in_flight_starts_no_more_workers_than_items(tmp_path: Path) -> None:
+    # The scripted server advertises no capacity, so nothing caps the concurrency asked for;
+    # one worker per rollout in flight used to mean 100,000,000 tasks before the first send.
+    folder = run_folder(tmp_path, "numbers")
+    with threaded_server(lambda: serve_in_loop(scripted_server())) as url:
+        rows = rows_with(['{"reward": 1.0}'] * 3)
+        result = eval_against(
+            url, tmp_path, rows, "--chat-url", "stub", "--max-in-flight", "100000000"
+        )
+    assert result.returncode == 0, result.stderr
+    assert len(read_jsonl(folder / "events.jsonl")) == 3

@@ -42,6 +42,13 @@ def is_path_segment(name: str) -> bool:
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\x00")
 
 
+MAX_WORK_ITEMS = 1_000_000
+"""The most work items (selected rows × n) a run may have. Every one is planned, queued and
+tracked in memory (some 140 bytes each before it runs, a result after): a million take a few
+seconds and some hundreds of MiB; an `n` of 100,000,000 would fill the memory before the
+first rollout is sent."""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkItem:
     """One (row, attempt) to run. `source_row_index` is the row's 0-based record in the file."""
@@ -176,6 +183,7 @@ class ItemResult:
 
 __all__ = [
     "ITEM_STATUSES",
+    "MAX_WORK_ITEMS",
     "ItemKey",
     "ItemResult",
     "ItemStatus",
