@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from collections import Counter
 from pathlib import Path
@@ -291,3 +292,37 @@ def test_a_second_run_of_a_live_name_is_refused_at_once(
     assert "Traceback" not in refused.stderr
     assert not (output / "busy").exists(), "refused before anything was written"
     assert run_eval(*args, cwd=tmp_path).returncode == 0  # free once the other run ends
+
+
+def test_two_live_runs_of_one_name_never_overlap(tmp_path: Path) -> None:
+    # Two real `osmosis-tui eval` processes on the embedded demo, whose stuck rows keep the
+    # first one alive for minutes: the second is refused at once naming the first, and so is
+    # a --fresh one, which must not archive the live run's folder from under it (the live run
+    # would go on writing its index and metrics into the new one).
+    folder = run_folder(tmp_path, "busy")
+    first = start_eval("--headless", "--name", "busy", cwd=tmp_path)
+    try:
+        eventually_sync(lambda: read_jsonl(folder / "events.jsonl"), "the first run's results")
+        manifest = (folder / "manifest.json").read_text()
+        for extra in ((), ("--fresh",)):
+            refused = run_eval("--headless", "--name", "busy", *extra, cwd=tmp_path)
+            assert refused.returncode == 1, refused.stderr
+            assert "run 'busy' is already running" in refused.stderr
+            if Path("/proc/locks").exists():
+                assert f"(process {first.process.pid})" in refused.stderr
+            assert "Traceback" not in refused.stderr + refused.stdout
+            assert first.returncode is None, "the first run goes on"
+        assert sorted(path.name for path in folder.parent.iterdir() if path.is_dir()) == [
+            ".locks",
+            "busy",
+        ], "nothing archived"
+        assert (folder / "manifest.json").read_text() == manifest
+    finally:
+        first.send_signal(signal.SIGINT)
+        _, stderr = first.finish()
+    assert first.returncode == 1, stderr  # interrupted: what finished is kept
+    events = read_jsonl(folder / "events.jsonl")
+    assert len(read_jsonl(folder / "index.jsonl")) == len(
+        {(e["row_index"], e["run_index"]) for e in events}
+    )
+    assert (folder / "manifest.json").read_text() == manifest
