@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
-from core.eval.nesting import TOO_DEEP
+from core.eval.nesting import load_json
 from core.eval.safe_text import quote_text
 
 METADATA = "metadata"
@@ -123,12 +123,10 @@ def _jsonl_records(lines: list[str], source: str) -> RawRecords:
 
 def parse_json(text: str) -> tuple[object, str | None]:
     try:
-        return json.loads(text), None
+        return load_json(text), None
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON at column {exc.colno}: {exc.msg}"
-    except RecursionError:
-        return None, f"invalid JSON: {TOO_DEEP}"
-    except ValueError as exc:  # e.g. an integer too long for int()
+    except ValueError as exc:  # nested too deeply, an integer too long for int()
         return None, f"invalid JSON: {exc}"
 
 

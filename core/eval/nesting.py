@@ -1,4 +1,5 @@
-"""How deeply the user's input may nest objects and arrays (dataset rows, the config).
+"""How deeply input may nest objects and arrays: the limit for the user's values (dataset
+rows, the config), and a JSON reader for text too deep to parse.
 
 A dataset row's metadata travels inside the rollout request as JSON, and the config's
 `[advanced]` table inside the run's manifest. Both pass through libraries with depth limits of
@@ -11,15 +12,38 @@ those limits used to be read and checked, and then failed every admission of its
 wrapped in a request (or a manifest) and parsed again on the other side; no real dataset or
 config comes near it. Depth counts containers: `{"a": 1}` nests 1 level, `{"a": [1]}` 2. The
 check walks iteratively, so even a value that breaks recursion is measured.
+
+Text nested too deeply for Python's JSON parser at all (a line of 100,000 `[`) makes it raise
+`RecursionError`; `load_json` turns that into `NestedTooDeep`, a `ValueError` like any other
+invalid JSON, so every reader of JSON that others wrote (a dataset, a trajectory, a results
+file) reports it as the bad input it is instead of failing with a traceback.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 MAX_NESTING = 128
 TOO_DEEP = f"nested too deeply (more than {MAX_NESTING} levels of objects and arrays)"
 """The problem message for a value past `MAX_NESTING`, and for text too deep to parse."""
 
 _CONTAINERS = (dict, list, tuple)
+
+
+class NestedTooDeep(ValueError):
+    """JSON text nested too deeply for Python's parser to read."""
+
+    def __init__(self) -> None:
+        super().__init__(TOO_DEEP)
+
+
+def load_json(text: str | bytes) -> Any:
+    """`json.loads(text)`; text nested too deeply to parse raises `NestedTooDeep`."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise NestedTooDeep from None
 
 
 def too_deep(value: object, limit: int = MAX_NESTING) -> tuple[str | int, ...] | None:
@@ -41,4 +65,4 @@ def too_deep(value: object, limit: int = MAX_NESTING) -> tuple[str | int, ...] |
     return None
 
 
-__all__ = ["MAX_NESTING", "TOO_DEEP", "too_deep"]
+__all__ = ["MAX_NESTING", "TOO_DEEP", "NestedTooDeep", "load_json", "too_deep"]

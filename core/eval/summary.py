@@ -9,11 +9,11 @@ official order), so a script written for the official command reads ours. What o
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.eval.nesting import load_json
 from core.eval.results.folder import MANIFEST_FILE, TRIALS_DIR
 from core.eval.results.records import ItemKey, ItemResult, ItemStatus
 from core.eval.runner import RunStatus
@@ -154,7 +154,7 @@ class EvalSummary:
 def _local_run_id(folder: Path) -> str | None:
     """The run's id from its manifest (None when the manifest has none, or cannot be read)."""
     try:
-        document = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+        document = load_json((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     value = document.get("local_run_id") if isinstance(document, dict) else None

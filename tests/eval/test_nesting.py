@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from core.eval.nesting import MAX_NESTING, too_deep
+import pytest
+
+from core.eval.nesting import MAX_NESTING, NestedTooDeep, load_json, too_deep
 from core.types import RolloutInitRequest
 
 
@@ -44,3 +46,10 @@ def test_a_value_at_the_limit_is_sent_and_read_back_by_pydantic() -> None:
     body = request.model_dump_json()
     assert RolloutInitRequest.model_validate_json(body).metadata == metadata
     assert json.loads(body)["metadata"] == metadata
+
+
+def test_text_too_deep_to_parse_is_invalid_json_not_a_recursion_error() -> None:
+    with pytest.raises(NestedTooDeep, match="nested too deeply") as caught:
+        load_json("[" * 100_000)
+    assert isinstance(caught.value, ValueError)
+    assert load_json(b'{"a": [1]}') == {"a": [1]}

@@ -130,14 +130,21 @@ def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
 def test_an_invalid_line_in_the_middle_is_skipped_with_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text(
-        _line(item_result(0)) + "garbage\n" + '{"kind": "other"}\n' + "\n" + _line(item_result(1))
+        _line(item_result(0))
+        + "garbage\n"
+        + '{"kind": "other"}\n'
+        + "\n"
+        + "[" * 100_000  # too deep for the parser: a RecursionError before
+        + "\n"
+        + _line(item_result(1))
     )
     warnings: list[str] = []
     results = Journal.load(path, on_warning=warnings.append)
     assert list(results) == [(0, 0), (1, 0)]
-    assert len(warnings) == 2
+    assert len(warnings) == 3
     assert ":2: skipped an invalid line" in warnings[0]
     assert ":3: skipped a record that is not a result" in warnings[1]
+    assert ":5: skipped an invalid line (nested too deeply (more than 128 levels" in warnings[2]
 
 
 def test_warnings_go_to_the_log_by_default(

@@ -113,6 +113,7 @@ def test_an_official_manifest_reads_back(tmp_path: Path) -> None:
         '{"schema_version": 2, "inputs": {}}',
         '{"schema_version": 1}',
         '{"schema_version": 1, "inputs": {}, "run_name": "r", "created_at": "x"}',
+        pytest.param("[" * 100_000, id="too-deep-to-parse"),  # a RecursionError before
     ],
 )
 def test_a_manifest_that_is_not_one_is_refused(tmp_path: Path, text: str) -> None:

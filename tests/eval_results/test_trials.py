@@ -56,7 +56,9 @@ def test_trajectory_token_counts_that_are_no_counts_are_left_out(odd: object) ->
 def test_only_a_trajectory_of_this_rollout_is_valid(tmp_path: Path) -> None:
     path = tmp_path / "trajectory.json"
     assert read_trajectory(path, RID) is None
-    for text in ("{", "[]", json.dumps(atif("someone-else"))):
+    # A server's file nested too deeply to parse used to raise RecursionError at every
+    # refresh of the index: the run could not finish.
+    for text in ("{", "[]", json.dumps(atif("someone-else")), "[" * 100_000):
         path.write_text(text)
         assert read_trajectory(path, RID) is None
     path.write_text(json.dumps(atif(final_metrics={"total_prompt_tokens": 4})))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from core.board import RolloutBoard
 from core.eval.errors import EvalError
+from core.eval.nesting import load_json
 from core.eval.results.events import Journal
 from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, PREVIEWS_DIR
 from core.eval.results.manifest import work_item_count
@@ -104,7 +104,7 @@ def _json_beside(path: Path, name: str, warnings: list[str]) -> Any:
     if not document.exists():
         return None
     try:
-        return json.loads(document.read_text(encoding="utf-8"))
+        return load_json(document.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         warnings.append(f"{document}: not read ({exc})")
         return None

@@ -15,13 +15,13 @@ not hold every other result hostage.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.eval.nesting import load_json
 from core.eval.results.durable import (
     AppendFile,
     WarningSink,
@@ -69,7 +69,7 @@ def _scan_journal(path: Path, data: bytes) -> _Scan:
             continue
         last = number == len(lines) and not tail
         try:
-            record = json.loads(raw)
+            record = load_json(raw)
         except ValueError as exc:
             if last:
                 warnings.append(f"{path}:{number}: dropped an invalid last line ({exc})")

@@ -32,12 +32,12 @@ selects), UI flags, versions of the tools, timestamps and secret values.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from core.eval.nesting import load_json
 from core.eval.results.records import iso_utc
 
 SCHEMA_VERSION = 1
@@ -155,7 +155,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest at `path` (ours or the official tool's); `ManifestError` says what is
     wrong with it."""
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = load_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ManifestError(f"{path} cannot be read ({exc})") from exc
     if not isinstance(manifest, dict):

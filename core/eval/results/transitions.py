@@ -31,7 +31,6 @@ among the selected rows); `source_row_index` is the dataset's own row, the one a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -42,6 +41,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from core.eval.nesting import load_json
 from core.eval.results.durable import (
     AppendFile,
     WarningSink,
@@ -269,7 +269,7 @@ def read_transitions(
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
+                record = load_json(raw)
             except ValueError as exc:
                 warn(f"{path}:{number}: skipped an invalid line ({exc})")
                 continue

@@ -20,7 +20,6 @@ attempt at every refresh, and a run may have thousands.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.eval.nesting import load_json
 from core.eval.token_counts import token_count
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def read_trajectory(path: Path, rollout_id: str) -> Trajectory | None:
     """The trajectory at `path` when it is one of `rollout_id`; else None (absent, not JSON,
     not an object, or another rollout's)."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = load_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     if not isinstance(document, dict) or trajectory_identity(document) != rollout_id:
