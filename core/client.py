@@ -293,7 +293,7 @@ class RolloutClient:
             raise RolloutProtocolError("GET /health failed", status_code=response.status_code)
         try:
             value = response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise RolloutProtocolError(
                 "GET /health returned invalid JSON", status_code=200
             ) from exc

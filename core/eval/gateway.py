@@ -71,6 +71,7 @@ from core.eval.gateway_payloads import (
 )
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.model_calls import CallHook, ModelCall, bounded
+from core.eval.nesting import load_json
 from core.eval.reasoning_memory import ReasoningMemory
 from core.eval.redact import Redactor
 from core.eval.token_counts import NOT_A_COUNT
@@ -209,8 +210,8 @@ class ModelGateway(LoopbackService):
         except ValueError:
             return JSONResponse({"detail": "invalid rollout_id"}, status_code=422)
         try:
-            body = await request.json()
-        except ValueError:
+            body = load_json(await request.body())
+        except ValueError:  # not JSON, or nested too deeply to parse
             body = None
         if not isinstance(body, dict):
             return JSONResponse({"detail": "invalid body"}, status_code=400)

@@ -35,6 +35,7 @@ import httpx
 
 from core.eval.gateway_errors import PreflightError, UpstreamError
 from core.eval.gateway_payloads import error_message
+from core.eval.nesting import load_json
 from core.eval.redact import Redactor
 
 logger = logging.getLogger(__name__)
@@ -272,8 +273,8 @@ class OpenAICompatibleUpstream:
 
     def _reply(self, response: httpx.Response) -> UpstreamReply:
         try:
-            completion = response.json()
-        except ValueError:
+            completion = load_json(response.content)
+        except ValueError:  # not JSON, or nested too deeply to parse
             completion = None
         if not isinstance(completion, dict):
             raise UpstreamError(

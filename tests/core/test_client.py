@@ -731,6 +731,8 @@ async def test_health_errors(serve: Serve) -> None:
         "html": (Answer(200, b"<html>"), 200, "GET /health returned invalid JSON"),
         "list": (Answer(200, [1, 2]), 200, "GET /health returned invalid JSON"),
         "null": (Answer(200, b"null"), 200, "GET /health returned invalid JSON"),
+        # Too deep for Python's parser: a RecursionError escaped every probe before.
+        "deep": (Answer(200, b"[" * 100_000), 200, "GET /health returned invalid JSON"),
     }
     fake = Fake().on("GET", "/ok/health", Answer(200, {}))
     for case, (answer, _, _) in cases.items():

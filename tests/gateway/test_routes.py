@@ -237,7 +237,17 @@ async def test_an_id_that_is_not_one_path_segment_is_422(
     assert fake.requests == []
 
 
-@pytest.mark.parametrize("body", [b"[1, 2]", b"not json", b"", b'"text"', b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[1, 2]",
+        b"not json",
+        b"",
+        b'"text"',
+        b"\xff\xfe",
+        pytest.param(b"[" * 100_000, id="too-deep-to-parse"),
+    ],
+)
 async def test_a_body_that_is_not_a_json_object_is_400(
     fake: FakeUpstream, fake_url: str, client: httpx.AsyncClient, body: bytes
 ) -> None:

@@ -107,13 +107,19 @@ async def test_a_refused_connection_is_answered_502(client: httpx.AsyncClient) -
 async def test_an_answer_that_is_not_a_completion_is_502(
     fake: FakeUpstream, fake_url: str, client: httpx.AsyncClient
 ) -> None:
-    bodies = [Answer(text="<html>oops</html>"), Answer(body={"choices": []})]
+    bodies = [
+        Answer(text="<html>oops</html>"),
+        Answer(text="[" * 100_000),  # too deep to parse
+        Answer(body={"choices": []}),
+    ]
     fake.respond = lambda _seen: bodies.pop(0)
     async with upstream(fake_url) as up, ModelGateway(up) as gateway:
         not_json = await post_chat(client, gateway, chat_body())
+        too_deep = await post_chat(client, gateway, chat_body())
         no_choices = await post_chat(client, gateway, chat_body())
-    assert not_json.status_code == 502
+    assert not_json.status_code == too_deep.status_code == 502
     assert "not a JSON object" in not_json.json()["detail"]
+    assert "not a JSON object" in too_deep.json()["detail"]
     assert no_choices.status_code == 502
     assert "no choices" in no_choices.json()["detail"]
 
