@@ -55,6 +55,9 @@ class SyntheticSource:
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         return None
 
+    async def close(self) -> None:
+        return None
+
     async def submit(self, rollout: NewRollout) -> str:
         raise RuntimeError("read-only")
 

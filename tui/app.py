@@ -384,10 +384,21 @@ class DashboardApp(App[None]):
     def action_quit_dashboard(self) -> None:
         self.quit_flow.request()
 
+    # Textual's own ways out (ctrl+q, the palette's Quit; ctrl+c, which only said to press
+    # ctrl+q) take the same way as `q`.
+    async def action_quit(self) -> None:
+        self.quit_flow.request()
+
+    def action_help_quit(self) -> None:
+        self.quit_flow.request()
+
     # -- command palette ---------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's Quit is left out: the dashboard's own (from its binding) says what it does.
+        for command in super().get_system_commands(screen):
+            if command.callback != self.action_quit:
+                yield command
         yield from palette_commands(self)
 
 

@@ -1,12 +1,14 @@
-"""`osmosis-tui eval` with the dashboard: run the app, then print the end of the run."""
+"""`osmosis-tui eval` with the dashboard: run the app, end the run, then print the end of it."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from typing import Any
 
 from core.eval import EvalPlan
 from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
-from tui.app import create_app
+from tui.app import DashboardApp, create_app
 from tui.sources.live import EvalSource
 
 
@@ -18,10 +20,10 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
         # Notices come once the app runs, by which time `app` below exists.
         app.call_later(app.report, message, severity="warning")
 
-    source = EvalSource(plan, on_notice=notice)
+    source = EvalSource(plan, rerun=rerun, on_notice=notice)
     source.session.claim_name()  # a name in use is refused before the dashboard opens
     app = create_app(source, export_dir=plan.request.output)
-    app.run()
+    asyncio.run(run_and_close(app))
     if source.refused is not None:
         raise source.refused  # bad input found once running: the CLI exits 2 with it
     summary = source.summary
@@ -30,3 +32,15 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
         return 1
     print_report(RunReport(summary, plan, work_item_rollouts(source.board), rerun), mode)
     return 0 if summary.status == "complete" else 1
+
+
+async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
+    """Run `app` (`run_options` as `App.run_async` takes them); however it ends (a quit, a
+    second `q` while the run winds down, an error anywhere in it), then end its source's work
+    and wait until the results are written."""
+    try:
+        await app.run_async(**run_options)
+    finally:
+        if not app.source.finished:
+            print("winding the run down and writing its results…", file=sys.stderr, flush=True)
+        await app.source.close()

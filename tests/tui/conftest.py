@@ -79,9 +79,12 @@ def live_eval(tmp_path: Path) -> LiveFactory:
                     **{"chat_url": CHAT_URL, "max_in_flight": 8, **request},
                 )
             )
-            live = Live(server, url, EvalSource(plan), tmp_path / "out" / "live", serving)
+            source = EvalSource(plan, rerun=f"osmosis-tui eval --server {url}")
+            live = Live(server, url, source, tmp_path / "out" / "live", serving)
             yield live
         finally:
+            if live is not None:
+                await live.source.close()  # as the CLI does once the dashboard is gone
             # Rollouts still running would hold the server's shutdown for its drain time.
             registry = server.state.rollout_server.registry
             registry.cancel(list(registry.entries))

@@ -108,6 +108,9 @@ class StaticSource:
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         return None
 
+    async def close(self) -> None:
+        return None
+
     async def submit(self, rollout: NewRollout) -> str:
         raise RuntimeError("a static snapshot board sends nothing")
 

@@ -1,10 +1,21 @@
-"""`q`: with rollouts in flight the dashboard asks (cancel on the server / leave / back)."""
+"""Every way out of the dashboard (`q`, ctrl+q, ctrl+c, the palette's Quit): with rollouts in
+flight it asks first (cancel on the server / leave / back), and however the app ends, the run
+ends its own way and its results are written."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+from textual.command import CommandPalette
+from textual.pilot import Pilot
+from textual.widgets import OptionList
+
 from core.board import RolloutBoard
 from core.types import RolloutStatus
-from tests.tui.helpers import SIZE, LiveFactory, make_app, row, until
+from tests.tui.helpers import SIZE, LiveFactory, make_app, row, toasts, until
+from tui.dashboard import run_and_close
 from tui.screens.dialogs import QuitScreen
 
 IN_FLIGHT = {"sleep": 30}
@@ -68,3 +79,88 @@ async def test_quit_with_nothing_in_flight_exits_at_once(live_eval: LiveFactory)
             await pilot.press("q")
             await until(pilot, lambda: app.return_code is not None, timeout=2)
             assert not isinstance(app.screen, QuitScreen)
+
+
+@pytest.mark.parametrize("key", ["ctrl+q", "ctrl+c"])
+async def test_every_quit_key_asks_the_same_question(live_eval: LiveFactory, key: str) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await until(pilot, lambda: len(running_ids(app.board)) == 1)
+            await pilot.press(key)
+            assert isinstance(app.screen, QuitScreen)
+            assert app.return_code is None
+            assert not any("ctrl+q" in toast for toast in toasts(app, "information"))
+            await pilot.press(key)  # asked already: the same question stays, once
+            assert len([s for s in app.screen_stack if isinstance(s, QuitScreen)]) == 1
+            await pilot.press("l")
+            await until(pilot, lambda: app.return_code is not None)
+        assert live.source.summary is not None
+        assert live.source.summary.status == "interrupted"
+
+
+async def test_the_palette_has_one_quit_and_it_asks(live_eval: LiveFactory) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: len(running_ids(app.board)) == 1)
+            titles = [command.title for command in app.get_system_commands(app.screen)]
+            assert titles.count("Quit") == 1, titles
+            await pilot.press("ctrl+p")
+            assert isinstance(app.screen, CommandPalette)
+            await until(pilot, lambda: app.screen.query_one(OptionList).option_count > 0)
+            await pilot.press(*"quit")
+            await until(pilot, lambda: app.screen.query_one(OptionList).option_count == 1)
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+            assert app.return_code is None
+            await pilot.press("b")
+
+
+def written_state(folder: Path) -> tuple[str, list[str]]:
+    """metrics.json's run status, and the statuses index.jsonl holds."""
+    metrics = json.loads((folder / "metrics.json").read_text())
+    index = [json.loads(line) for line in (folder / "index.jsonl").read_text().splitlines()]
+    return metrics["eval_run"]["status"], [line["status"] for line in index]
+
+
+async def test_leaving_at_once_still_ends_the_run_and_writes_its_results(
+    live_eval: LiveFactory,
+) -> None:
+    """q, cancel, then q again while the run winds down: the app is gone at once, and the
+    session still ends its own way (results written, the summary there for the CLI)."""
+    async with live_eval([row(), row(**IN_FLIGHT)]) as live:
+        app = make_app(live)
+
+        async def quit_twice(pilot: Pilot[None]) -> None:
+            await until(
+                pilot,
+                lambda: len(running_ids(app.board)) == 1 and app.board.counts()["success"] == 1,
+            )
+            await pilot.press("q", "c", "q")
+
+        await run_and_close(app, headless=True, size=SIZE, auto_pilot=quit_twice)
+        summary = live.source.summary
+        assert summary is not None and summary.status == "interrupted"
+        assert written_state(live.folder) == ("incomplete", ["success"])
+
+
+async def test_an_app_that_exits_from_anywhere_still_writes_the_results(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(), row(**IN_FLIGHT)]) as live:
+        app = make_app(live)
+
+        async def exit_now(pilot: Pilot[None]) -> None:
+            await until(
+                pilot,
+                lambda: len(running_ids(app.board)) == 1 and app.board.counts()["success"] == 1,
+            )
+            app.exit(return_code=1)  # as an error anywhere in the app would end it
+
+        await run_and_close(app, headless=True, size=SIZE, auto_pilot=exit_now)
+        (rollout_id,) = [r.rollout_id for r in live.source.board if r.row_index == 1]
+        assert live.entries[rollout_id].disposition is None  # left to its lease
+        summary = live.source.summary
+        assert summary is not None and summary.status == "interrupted"
+        assert written_state(live.folder) == ("incomplete", ["success"])

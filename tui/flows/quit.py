@@ -1,9 +1,12 @@
 """Leaving the dashboard (DESIGN.md §2): with rollouts in flight, one question first.
 
-`q` leaves at once when there is nothing to wind down: a replay, or a run that is over. With
-rollouts in flight the quit screen asks whether to cancel them on their servers or leave
-them to their leases (or go back); either way the run is interrupted, and the app exits
-once the run has wound down (`DashboardApp.run_source`).
+Every way out comes here: `q`, ctrl+q, ctrl+c and the command palette's Quit. It leaves at
+once when there is nothing to wind down: a replay, or a run that is over. With rollouts in
+flight the quit screen asks whether to cancel them on their servers or leave them to their
+leases (or go back); either way the run is interrupted, and the app exits once the run has
+wound down (`DashboardApp.run_source`). Leaving at once (a second `q` while it winds down)
+cuts no corner: the CLI ends the run and writes its results after the app is gone
+(`tui.dashboard.run_and_close`).
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ class QuitFlow:
         self.quitting = False
 
     def request(self) -> None:
-        """`q`: leave now, after winding the run down, or after asking how to."""
+        """Leave now, after winding the run down, or after asking how to."""
         app, source = self.app, self.app.source
+        if isinstance(app.screen, QuitScreen):
+            return  # the question is on the screen already
         # A second q while winding down leaves at once, like a second Ctrl-C: everything
         # finished is already journaled.
         if source.read_only or source.finished or self.quitting:

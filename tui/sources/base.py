@@ -74,6 +74,11 @@ class DashboardSource(Protocol):
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None: ...
 
+    async def close(self) -> None:
+        """The dashboard is gone: end the work if it still goes on (rollouts in flight are
+        left to their leases) and return once it has ended and its results are written."""
+        ...
+
     async def submit(self, rollout: NewRollout) -> str:
         """Send a rollout by hand; returns its id."""
         ...

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,17 +15,27 @@ from tui.sources.base import NewRollout, ServerView
 
 
 class EvalSource:
-    """Runs an `EvalSession` for the dashboard and adds rollouts typed in by hand."""
+    """Runs an `EvalSession` for the dashboard and adds rollouts typed in by hand.
 
-    def __init__(self, plan: EvalPlan, *, on_notice: Callable[[str], None] | None = None) -> None:
-        """`on_notice(message)` hears of the session's notices (a server went down, ...)."""
+    The session runs in a task of its own, not in the dashboard's worker: however the app
+    ends, the run ends its own way (`close`), with its results written."""
+
+    def __init__(
+        self, plan: EvalPlan, *, rerun: str, on_notice: Callable[[str], None] | None = None
+    ) -> None:
+        """`rerun` is the command that repeats the run's inputs (for the resume hints);
+        `on_notice(message)` hears of the session's notices (a server went down, ...)."""
         self.plan = plan
+        self.rerun_command = rerun
         self.session = EvalSession(plan, on_notice=on_notice)
         self.board = self.session.board
         self.summary: EvalSummary | None = None
         #: Why the run could not start, when that is the user's to fix (the model refused
         #: the preflight, the gateway's port is taken): the CLI exits 2 with it.
         self.refused: GatewayError | None = None
+        #: Why the run failed as a whole, when it did (it then has no summary).
+        self.failure: str | None = None
+        self._running: asyncio.Task[None] | None = None
 
     @property
     def title(self) -> str:
@@ -67,14 +79,35 @@ class EvalSource:
         ]
 
     async def run(self) -> None:
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._run())
+        # Shielded: the dashboard's worker is cancelled when the app exits, the run is not
+        # (`close` ends it).
+        await asyncio.shield(self._running)
+
+    async def _run(self) -> None:
         try:
             self.summary = await self.session.run()
         except GatewayError as exc:
             self.refused = exc
+            self.failure = str(exc)
+            raise
+        except Exception as exc:
+            self.failure = str(exc)
             raise
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         await self.session.interrupt(cancel_in_flight=cancel_in_flight)
+
+    async def close(self) -> None:
+        running = self._running
+        if running is None:
+            return
+        if not running.done():
+            await self.session.interrupt(cancel_in_flight=False)
+        # A failure was the dashboard's to show, and is kept in `failure` and `refused`.
+        with contextlib.suppress(Exception):
+            await running
 
     async def submit(self, rollout: NewRollout) -> str:
         messages = []

@@ -306,6 +306,9 @@ class ReplaySource:
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         return None
 
+    async def close(self) -> None:
+        return None
+
     async def submit(self, rollout: NewRollout) -> str:
         raise RuntimeError("a replay is read-only")
 
