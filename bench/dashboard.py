@@ -42,6 +42,7 @@ class SyntheticSource:
     finished = False
     can_send = False
     preview_root = None
+    ending = None
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, None, 0)

@@ -6,7 +6,12 @@ tracking locally, submit, re-run. Errors become toasts, row flags and event-log 
 never end the app.
 
 The keys and when each applies are in bindings.py; the keys that take more than one step
-(cancel, submit, quit) hand over to their flow in flows/.
+(cancel, submit, quit) hand over to their flow in flows/. Every way out (`q`, ctrl+q, ctrl+c,
+the palette's Quit) is the quit flow's.
+
+Once the source's work has ended, the app's time stops there (`now`): the clock, the ETA,
+the durations and the sparkline stand still, and the end banner says why it ended and how
+to go on, until the app quits.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from tui.screens.transcript import TranscriptScreen
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
+from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.rollout_table import RolloutTable
@@ -55,6 +61,7 @@ class DashboardApp(App[None]):
     TITLE = "osmosis-tui"
 
     header: RunHeader
+    end_banner: EndBanner
     summary: SummaryStrip
     table: RolloutTable
     filter_bar: Input
@@ -114,6 +121,8 @@ class DashboardApp(App[None]):
         self.submit_flow = SubmitFlow(self)
         self.quit_flow = QuitFlow(self)
         self._shown_details: str | None = None
+        #: The app's time when it saw the source's work end: `now` stays there.
+        self._ended_at: float | None = None
         self._could_send = False
         self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
@@ -124,8 +133,9 @@ class DashboardApp(App[None]):
         # Kept as attributes, not queried: timers may still fire while the app shuts down
         # and its widgets are already gone from the DOM.
         self.header = RunHeader(id="header")
+        self.end_banner = EndBanner(id="end-banner")
         self.summary = SummaryStrip(id="summary")
-        self.table = RolloutTable(self.board, clock=self.clock, id="table")
+        self.table = RolloutTable(self.board, clock=self.now, id="table")
         self.filter_bar = Input(
             placeholder="filter: text in id, row, status, error or label", id="filter-bar"
         )
@@ -133,6 +143,7 @@ class DashboardApp(App[None]):
         self.details = DetailsPane(id="details")
         self.status_line = StatusLine(id="status-line")
         yield self.header
+        yield self.end_banner
         yield self.summary
         with Horizontal(id="main"):
             with Vertical(id="table-column"):
@@ -153,6 +164,7 @@ class DashboardApp(App[None]):
         self.set_interval(1 / REPAINT_HZ, self.repaint)
         self.set_interval(1.0, self._tick)
         self._sample_throughput()  # the baseline
+        self._see_if_ended()
         self.update_summary()
         self.repaint()
         if self.start_work:
@@ -173,12 +185,30 @@ class DashboardApp(App[None]):
         else:
             self.report("the run has ended; q quits", severity="information")
 
+    def now(self) -> float:
+        """The app's time: its clock's while the work goes on, then the moment it ended."""
+        return self.clock() if self._ended_at is None else self._ended_at
+
+    def _see_if_ended(self) -> None:
+        """Once the source's work has ended: stop the time, show the banner."""
+        if self._ended_at is not None:
+            return
+        ending = self.source.ending
+        if ending is None:
+            return
+        self._ended_at = self.clock()
+        self.end_banner.show(ending)
+        self.table.tick()  # durations as they were at the end
+        self.update_summary()
+        self.refresh_bindings()  # nothing can be sent any more
+
     # -- repainting ------------------------------------------------------------------------
 
     def repaint(self) -> None:
         """Take the board's change batch and repaint what it touched (a few times a second)."""
         if self.paused:
             return
+        self._see_if_ended()
         batch = self.board.take_changes()
         table = self.table
         if batch.ids or batch.added:  # the clock's own progress is the tick's job
@@ -198,7 +228,9 @@ class DashboardApp(App[None]):
             self._show_details()
 
     def _tick(self) -> None:
-        """Once a second: elapsed times move on (table, header, details)."""
+        """Once a second: elapsed times move on (table, header, details) while the work goes on."""
+        if self._ended_at is not None:
+            return
         self._sample_throughput()
         if not self.paused:
             self.table.tick()
@@ -217,7 +249,7 @@ class DashboardApp(App[None]):
 
     def update_summary(self) -> None:
         """Header, summary strip and status line, from the board and the source as they are."""
-        now = self.clock()
+        now = self.now()
         elapsed = now - self.board.started_at
         self.header.show(self.source.title, self.source.subtitle, self.source.servers(), elapsed)
         self.summary.show(self.board, self.board.counts(now), self.source.progress(), elapsed)
@@ -261,7 +293,7 @@ class DashboardApp(App[None]):
     def _show_details(self) -> None:
         record = self.selected()
         self._shown_details = record.rollout_id if record else None
-        self.details.show(record, self.board, self.clock())
+        self.details.show(record, self.board, self.now())
 
     def action_details(self) -> None:
         pane = self.details

@@ -161,7 +161,14 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
     if action in REPLAY_ACTIONS:
         return isinstance(source, ReplaySource)
     if action == "cancel_server":
-        return (record is not None and record.in_flight and record.client is not None) or None
+        return (
+            source.can_send
+            and record is not None
+            and record.in_flight
+            and record.client is not None
+        ) or None
+    if action == "cancel_marked":
+        return source.can_send or None
     if action == "untrack":
         return (record is not None and record.in_flight) or None
     if action == "rerun":

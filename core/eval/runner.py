@@ -329,7 +329,7 @@ class EvalRunner:
             raise
         except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
             await self.board.cancel_on_server([record.rollout_id])
-            handle.cancel()
+            self.board.stop_tracking([record.rollout_id])  # no longer watched: not "running"
             self._finish(
                 item, record.rollout_id, None, started, error_type="item_deadline_exceeded"
             )
@@ -349,6 +349,9 @@ class EvalRunner:
                 )
                 self._finish(item, record.rollout_id, None, started, error_type=INVALID_REWARD)
                 return
+            # Polling gave up: nobody watches this rollout any more, whatever happens next
+            # (its item may be sent again under a new id). It must not stay "running".
+            self.board.stop_tracking([record.rollout_id])
             if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(

@@ -251,6 +251,11 @@ class EvalSession:
                 status, problem = await self._run_items(stack, folder, todo, finished)
             if self._stopping is not None:
                 await self._stopping
+            # Nothing is watched once the run is over (its HTTP client closes with it): a
+            # rollout still followed (one sent by hand) is left to its lease, not "running".
+            self.board.stop_tracking(
+                [record.rollout_id for record in self.board if record.in_flight]
+            )
             if self._write_problem is not None:
                 status = "incomplete"
                 problem = self._write_problem

@@ -33,7 +33,7 @@ from core.types import (
     RolloutStatus,
 )
 from tui.app import DashboardApp, create_app
-from tui.sources.base import NewRollout, ServerView
+from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.widgets.summary import SummaryStrip
 
 T0 = 5_000.0  # the board's start, on the frozen monotonic clock
@@ -79,6 +79,7 @@ class StaticSource:
         default_factory=lambda: [ServerView(SERVER, "accepting")]
     )
     preview_root: Path | None = None
+    ending: RunEnding | None = None
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]

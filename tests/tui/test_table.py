@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from core.board import RolloutBoard
+from core.rollout_record import CancelRequest
 from core.types import RolloutStatus
 from tests.tui.helpers import status_line
-from tests.tui.states import NOW, T0, StaticSource, build_app, running_board
+from tests.tui.states import NOW, T0, StaticSource, build_app, rollout_id, running_board
 from tui.widgets.rollout_table import RolloutTable
-from tui.widgets.table_columns import COLUMNS, layout_columns
+from tui.widgets.table_columns import COLUMNS, layout_columns, row_cells
 
 
 @pytest.mark.parametrize("width", [40, 56, 78, 88, 98, 109, 158, 240])
@@ -122,3 +123,15 @@ async def test_the_filters_and_sort_are_app_reactives_that_reselect_the_rows() -
         assert app.board.records[app.table.order[0]].display_status == "not_admitted"
         assert app.board.records[app.table.order[-1]].display_status == "success"
         assert "sort: status" in status_line(app) and "filter" not in status_line(app)
+
+
+def test_a_cancel_that_failed_leaves_the_row_in_its_status_not_cancelling() -> None:
+    board = running_board()
+    record = board.records[rollout_id(17)]  # running
+    record.cancels.append(CancelRequest(requested_at=NOW - 1.0))
+    cells = row_cells(record, board, NOW, marked=False)
+    assert cells["status"][0] == "cancelling…"  # asked, no answer yet
+    record.cancels[-1].error = "ConnectError: connection refused"
+    cells = row_cells(record, board, NOW, marked=False)
+    assert cells["status"][0] == "running"
+    assert "cancel failed" in cells["flags"][0]

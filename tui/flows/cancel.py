@@ -53,8 +53,15 @@ class CancelFlow:
 
     def _confirm_then_cancel(self, question: Text, ids: list[str]) -> None:
         def answered(yes: bool | None) -> None:
-            if yes:
-                self.app.run_worker(self._cancel(ids), group="cancel", exit_on_error=False)
+            if not yes:
+                return
+            if not self.app.source.can_send:  # the run ended while the question was up
+                self.app.report(
+                    "nothing was sent: the run has ended and closed its connections",
+                    severity="warning",
+                )
+                return
+            self.app.run_worker(self._cancel(ids), group="cancel", exit_on_error=False)
 
         self.app.push_screen(ConfirmScreen(question), answered)
 
@@ -67,7 +74,7 @@ class CancelFlow:
             app.report(f"cancel {rollout_id[:10]} failed: {answer}", severity="error")
         done = len(answers) - len(failed)
         if done:
-            quoted = list(answers)[:QUOTED_ANSWERS]
+            quoted = [rid for rid in answers if rid not in failed][:QUOTED_ANSWERS]
             summary = ", ".join(f"{rid[:10]}: {answers[rid]}" for rid in quoted)
             more = f" and {done - QUOTED_ANSWERS} more" if done > QUOTED_ANSWERS else ""
             app.report(f"cancel requested for {done}: {summary}{more}")

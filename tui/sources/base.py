@@ -16,9 +16,25 @@ from core.eval.results.metrics import Progress
 @dataclass(frozen=True)
 class ServerView:
     url: str
-    state: str  # accepting | draining | down | starting
+    state: str  # accepting | draining | down | starting | stopped
     restarts: int = 0
     detail: str | None = None
+    #: False once nothing watches it any more (the run has ended): `state` is the last seen.
+    watched: bool = True
+
+
+@dataclass(frozen=True)
+class RunEnding:
+    """Why the work ended and how to go on from there: what the end banner says."""
+
+    reason: str
+    """What happened, in a line: "Run nightly interrupted: <folder>"."""
+    problem: str | None = None
+    """What stopped it, when something did (every server down, a server that never answered)."""
+    next_steps: tuple[str, ...] = ()
+    """The commands to go on from here (resume, run the failures again), each with its purpose."""
+    complete: bool = False
+    """Every work item has its result: nothing is left to resume."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,11 @@ class DashboardSource(Protocol):
     def preview_root(self) -> Path | None:
         """Where the rollout servers write their live previews (`<root>/<rollout_id>/
         preview.json`, PROTOCOL.md §8.2); None when there are none to read."""
+        ...
+
+    @property
+    def ending(self) -> RunEnding | None:
+        """Once the work has ended: why, and how to go on; None until then."""
         ...
 
     def progress(self) -> Progress: ...

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.gateway_errors import GatewayError
+from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
 from core.rollout_record import RequestOptions
-from tui.sources.base import NewRollout, ServerView
+from tui.sources.base import NewRollout, RunEnding, ServerView
 
 
 class EvalSource:
@@ -36,6 +37,7 @@ class EvalSource:
         #: Why the run failed as a whole, when it did (it then has no summary).
         self.failure: str | None = None
         self._running: asyncio.Task[None] | None = None
+        self._ending: RunEnding | None = None
 
     @property
     def title(self) -> str:
@@ -57,9 +59,30 @@ class EvalSource:
         return self.summary is not None
 
     @property
+    def ended(self) -> bool:
+        """The session is over, its results written (or it failed as a whole)."""
+        return self._running is not None and self._running.done()
+
+    @property
     def can_send(self) -> bool:
         # The session closes its HTTP client (and stops an embedded server) when it ends.
-        return self.session.runner is not None and not self.finished
+        return self.session.runner is not None and not self.ended
+
+    @property
+    def ending(self) -> RunEnding | None:
+        """What the CLI prints once the dashboard is closed (`RunReport`), in short."""
+        if self._ending is None and self.ended:
+            summary = self.summary
+            if summary is not None:
+                report = RunReport(
+                    summary, self.plan, work_item_rollouts(self.board), self.rerun_command
+                )
+                self._ending = RunEnding(
+                    report.message(), summary.problem, tuple(report.hints()), summary.complete
+                )
+            else:
+                self._ending = RunEnding(f"the run stopped: {self.failure or 'cancelled'}")
+        return self._ending
 
     @property
     def preview_root(self) -> Path | None:
@@ -72,10 +95,21 @@ class EvalSource:
 
     def servers(self) -> list[ServerView]:
         pool = self.session.pool
+        ended = self.ended
         if pool is None:
-            return [ServerView("starting…", "starting")]
+            return [] if ended else [ServerView("starting…", "starting")]
+        # Once the run is over nobody watches the servers: ours (the embedded or the
+        # workspace's) were stopped with it; another's state is the last one seen.
+        ours = self.plan.mode != "servers"
         return [
-            ServerView(slot.url, slot.state, slot.restarts, slot.last_error) for slot in pool.slots
+            ServerView(
+                slot.url,
+                "stopped" if ended and ours else slot.state,
+                slot.restarts,
+                slot.last_error,
+                watched=not ended,
+            )
+            for slot in pool.slots
         ]
 
     async def run(self) -> None:

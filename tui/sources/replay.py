@@ -34,7 +34,7 @@ from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
 from core.rollout_record import PhaseMark
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
-from tui.sources.base import NewRollout, ServerView
+from tui.sources.base import NewRollout, RunEnding, ServerView
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
 MAX_GAP_SEC = 5.0
@@ -215,6 +215,12 @@ class ReplaySource:
         each rollout's last preview (the files stopped changing when the run ended)."""
         previews = self.path.with_name(PREVIEWS_DIR)
         return previews if previews.is_dir() else None
+
+    @property
+    def ending(self) -> RunEnding | None:
+        if not self.finished:
+            return None
+        return RunEnding(f"end of the recording: all {len(self.events)} events played")
 
     def progress(self) -> Progress:
         """The run's progress as of the replayed moment: the results of the rollouts seen

@@ -19,6 +19,9 @@ from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, dura
 # rollouts never admitted, when there are some).
 CHIPS = (*CHIP_STATUSES, "stuck", "untracked")
 SERVER_DOTS = {"accepting": ("●", "green"), "draining": ("●", "yellow"), "down": ("●", "red")}
+#: A server nobody watches any more (the run is over) has a hollow dot: its last state's
+#: colour, or none for one the run stopped itself.
+UNWATCHED_DOT = "○"
 SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -51,8 +54,8 @@ class RunHeader(Static):
         left.append_text(plain(subtitle, "dim"))
         right = Text("  ", no_wrap=True, overflow="ellipsis", justify="right")
         for server in servers:
-            dot, style = SERVER_DOTS.get(server.state, ("○", "dim"))
-            right.append(dot, style)
+            dot, style = SERVER_DOTS.get(server.state, (UNWATCHED_DOT, "dim"))
+            right.append(dot if server.watched else UNWATCHED_DOT, style)
             right.append(" ")
             right.append_text(plain(server.url.removeprefix("http://")))
             if server.state != "accepting":

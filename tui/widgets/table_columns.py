@@ -91,7 +91,9 @@ def row_cells(
     drawn glyph by glyph, so it is not among them. Untrusted text is made safe here."""
     result = record.latest_result
     status = record.display_status
-    status_label = "cancelling…" if record.cancelling else status.replace("_", " ")
+    # A cancel the server never got (the flags say "cancel failed") leaves the status as is.
+    cancelling = record.cancelling and record.cancels[-1].error is None
+    status_label = "cancelling…" if cancelling else status.replace("_", " ")
     in_phase = None if record.finished or record.untracked else now - record.phase_started_at
     end = record.terminal_at if record.terminal_at is not None else now
     sample_reward = result.sample.reward if result and result.sample else None

@@ -1,0 +1,45 @@
+"""The end banner: once the run is over, why it ended and how to go on, until the app quits."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual.widgets import Static
+
+from tui.sources.base import RunEnding
+from tui.widgets.format import plain
+
+
+class EndBanner(Static):
+    """Hidden while the run goes on; then the source's `RunEnding`, in full (commands wrap
+    rather than being cut: they are meant to be copied)."""
+
+    DEFAULT_CSS = """
+    EndBanner {
+        display: none;
+        height: auto;
+        max-height: 8;
+        padding: 0 1;
+        background: $warning-muted;
+        color: $text;
+    }
+    EndBanner.-shown {
+        display: block;
+    }
+    EndBanner.-complete {
+        background: $success-muted;
+    }
+    """
+
+    def show(self, ending: RunEnding) -> None:
+        headline = Text(overflow="fold")
+        headline.append("■ ", "bold")
+        headline.append_text(plain(ending.reason, "bold", wrap=True))
+        headline.append("  (q quits)", "dim")
+        lines = [headline]
+        if ending.problem:
+            lines.append(Text.assemble("stopped: ", plain(ending.problem, wrap=True)))
+        lines += [plain(step, wrap=True) for step in ending.next_steps]
+        self.update(Group(*lines))
+        self.set_class(ending.complete, "-complete")
+        self.add_class("-shown")
