@@ -45,13 +45,12 @@ from tui.widgets.event_log import EventLog
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.status_line import StatusLine
-from tui.widgets.summary import RunHeader, SummaryStrip
+from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
 from tui.widgets.table_view import TableView, next_sort, toggle_status
 
 Clock = Callable[[], float]
 
 REPAINT_HZ = 3.0
-THROUGHPUT_WINDOW_SEC = 5.0  # the summary's "done/5s" sparkline
 
 
 class DashboardApp(App[None]):
@@ -252,7 +251,13 @@ class DashboardApp(App[None]):
         now = self.now()
         elapsed = now - self.board.started_at
         self.header.show(self.source.title, self.source.subtitle, self.source.servers(), elapsed)
-        self.summary.show(self.board, self.board.counts(now), self.source.progress(), elapsed)
+        self.summary.show(
+            self.board,
+            self.board.counts(now),
+            self.source.progress(),
+            elapsed,
+            ended=self._ended_at is not None,
+        )
         self.status_line.show(
             self.table_view,
             shown=len(self.table.order),

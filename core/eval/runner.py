@@ -90,6 +90,8 @@ class EvalRunner:
         self.interrupted = False
         self._cancel_in_flight = True
         self.finished = 0
+        #: Work items whose rollout was admitted and has not ended yet.
+        self.in_flight = 0
         self._requeues: dict[tuple[int, int], int] = {}
         self._stop_dispatch = asyncio.Event()
 
@@ -216,9 +218,13 @@ class EvalRunner:
             if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
-        if self.interrupted:  # admitted while the interrupt was winding the others down
-            await self._wind_down([record])
-        await self._await_result(item, record, slot, started, generation)
+        self.in_flight += 1
+        try:
+            if self.interrupted:  # admitted while the interrupt was winding the others down
+                await self._wind_down([record])
+            await self._await_result(item, record, slot, started, generation)
+        finally:
+            self.in_flight -= 1
 
     async def submit(
         self,

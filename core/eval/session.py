@@ -129,11 +129,18 @@ class EvalSession:
         )
 
     def progress(self) -> Progress:
-        """How far the run is, counted as its metrics.json will count it."""
+        """How far the run is, counted as its metrics.json will count it, and what is left."""
+        runner, board = self._runner, self.board
+        # Only the stuck rollouts are looked at; those sent by hand are no work items.
+        stuck = sum(1 for rid in board.stuck_ids() if board.records[rid].run_index is not None)
         return progress(
             self.results.values(),
             total_items=len(self.plan.items),
             pass_threshold=self.plan.pass_threshold,
+            in_flight=0 if runner is None else runner.in_flight,
+            stuck=stuck,
+            # Before the runner exists, nothing was sent: every item without a result.
+            not_dispatched=None if runner is None else len(runner.pending),
         )
 
     def notice(self, message: str) -> None:

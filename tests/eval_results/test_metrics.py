@@ -393,3 +393,24 @@ def test_the_live_mean_is_the_summary_mean_float_for_float(tmp_path: Path) -> No
     summary = summarize(_fixed_rows(tmp_path), pass_threshold=1.0)
     shown = progress(lines, total_items=20, pass_threshold=1.0)
     assert shown.mean_reward == summary["reward_stats"]["mean"]
+
+
+def test_progress_says_what_is_left_and_how_long_it_takes() -> None:
+    shown = progress([], total_items=10, pass_threshold=1.0, in_flight=3, stuck=1)
+    assert (shown.in_flight, shown.stuck, shown.not_dispatched, shown.left) == (3, 1, 7, 10)
+    # The stuck rollout aside: 9 items at 3 a second (a lower bound: the stuck one may end late).
+    assert shown.eta_sec(3.0) == 3.0
+    assert shown.eta_sec(None) is None and shown.eta_sec(0.0) is None  # no rate: unknown
+    assert not shown.stalled
+    told = progress([], total_items=10, pass_threshold=1.0, in_flight=2, not_dispatched=5)
+    assert told.not_dispatched == 5  # the runner's own count, when it has one
+
+
+def test_progress_with_nothing_but_stuck_work_has_no_eta() -> None:
+    shown = progress([], total_items=4, pass_threshold=1.0, in_flight=2, stuck=2)
+    assert shown.stalled and shown.not_dispatched == 2
+    assert shown.eta_sec(100.0) == 2 / 100.0  # the items behind them
+    only_stuck = progress([], total_items=2, pass_threshold=1.0, in_flight=2, stuck=2)
+    assert only_stuck.stalled and only_stuck.eta_sec(100.0) is None
+    done = progress([], total_items=0, pass_threshold=1.0)
+    assert done.left == 0 and done.eta_sec(None) == 0.0

@@ -91,6 +91,7 @@ class StaticSource:
             and r.latest_result.sample.reward is not None
         ]
         completed = [r for r in done if r.grade is not False]
+        in_flight = sum(1 for r in self.board if r.in_flight)
         return Progress(
             done=len(done),
             total=self.total,
@@ -98,6 +99,10 @@ class StaticSource:
             completed=len(completed),
             mean_reward=reward_stats.mean(rewards) if rewards else None,
             rewards_count=len(rewards),
+            in_flight=in_flight,
+            stuck=self.board.counts(NOW)["stuck"],
+            # Untracked rollouts were dispatched: they are neither done nor waiting.
+            not_dispatched=self.total - len(done) - in_flight - self.board.counts()["untracked"],
         )
 
     def servers(self) -> list[ServerView]:
@@ -378,6 +383,35 @@ def running_source() -> StaticSource:
     return StaticSource(running_board(), total=40)
 
 
+RUN_FOLDER = ".osmosis/evals/multiply-20260301-120000"
+RERUN = f"osmosis-tui eval --server {SERVER}"
+
+
+def ended_source() -> StaticSource:
+    """`running_board`'s run, stopped there because its only server went away: what was in
+    flight is no longer watched, the server is shown as last seen, the banner says why."""
+    board = running_board()
+    board.stop_tracking([record.rollout_id for record in board if record.in_flight])
+    board.take_changes()
+    name = "multiply-20260301-120000"
+    return StaticSource(
+        board,
+        total=40,
+        finished=True,
+        can_send=False,
+        server_states=[ServerView(SERVER, "down", watched=False)],
+        ending=RunEnding(
+            f"Run {name} stopped before every work item finished: {RUN_FOLDER}",
+            problem=f"every rollout server is down and none came back within 10 s ({SERVER}: "
+            "ConnectError: Cannot connect to host 127.0.0.1:8430)",
+            next_steps=(
+                f"Resume the pending work items: {RERUN} --name {name}",
+                f"Run the failures again: {RERUN} --name {name} --retry-failed",
+            ),
+        ),
+    )
+
+
 THROUGHPUT = [3, 5, 4, 6, 5, 2, 1, 3, 4, 2, 1, 1, 2, 1, 1, 0, 1, 0, 2]
 
 
@@ -415,6 +449,7 @@ class Shot:
     press: tuple[str, ...] = ()
     cursor_row: int | None = None
     size: tuple[int, int] = SIZE
+    source: Callable[[], StaticSource] = running_source
 
 
 SHOTS = (
@@ -425,6 +460,7 @@ SHOTS = (
     Shot("help", press=("question_mark",)),
     Shot("quit", press=("q",)),
     Shot("narrow", size=(100, 30)),
+    Shot("ended", source=ended_source),
 )
 
 
@@ -434,7 +470,7 @@ def write_screenshots(folder: Path) -> list[Path]:
     for shot in SHOTS:
         # The function pytest-textual-snapshot draws its snapshots with: the same pictures.
         svg = take_svg_screenshot(
-            app=build_app(),
+            app=build_app(shot.source()),
             press=shot.press,
             terminal_size=shot.size,
             run_before=prepare_view(cursor_row=shot.cursor_row),

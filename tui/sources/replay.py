@@ -32,6 +32,7 @@ from core.eval.results.metrics import (
 )
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
+from core.phases import PHASES
 from core.rollout_record import PhaseMark
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
 from tui.sources.base import NewRollout, RunEnding, ServerView
@@ -226,10 +227,13 @@ class ReplaySource:
         """The run's progress as of the replayed moment: the results of the rollouts seen
         finishing so far."""
         finished = (self.results.get(record.rollout_id) for record in self.board if record.finished)
+        counts = self.board.counts(self.clock())
         return progress(
             (item for item in finished if item is not None),
             total_items=self.total_items,
             pass_threshold=self.pass_threshold,
+            in_flight=sum(counts[phase.value] for phase in PHASES),
+            stuck=counts["stuck"],
         )
 
     def servers(self) -> list[ServerView]:

@@ -23,6 +23,10 @@ SERVER_DOTS = {"accepting": ("●", "green"), "draining": ("●", "yellow"), "do
 #: colour, or none for one the run stopped itself.
 UNWATCHED_DOT = "○"
 SPARK = "▁▂▃▄▅▆▇█"
+#: The sparkline's bar: work items finished per this many seconds of the app's clock.
+THROUGHPUT_WINDOW_SEC = 5.0
+#: The ETA's rate: items finished over the last this many windows (a minute).
+RATE_WINDOWS = 12
 
 
 def sparkline(values: list[int]) -> str:
@@ -72,8 +76,9 @@ class RunHeader(Static):
 
 
 class SummaryStrip(Static):
-    """Chips per status, progress with pass rate and ETA, mean reward, tokens (per second,
-    and their cost when known), throughput, failures."""
+    """Chips per status (and for the work items not dispatched yet), progress with pass rate
+    and ETA, mean reward, tokens (per second, and their cost when known), throughput,
+    failures."""
 
     DEFAULT_CSS = """
     SummaryStrip {
@@ -91,15 +96,34 @@ class SummaryStrip(Static):
         self._last_done: int | None = None
 
     def sample_throughput(self, done: int) -> None:
-        """Called every few seconds; keeps finished-per-interval for the sparkline."""
+        """Called every `THROUGHPUT_WINDOW_SEC`; keeps finished-per-window for the sparkline."""
         if self._last_done is not None:
             self._per_window.append(max(done - self._last_done, 0))
         self._last_done = done
 
+    def items_per_sec(self) -> float | None:
+        """Work items finished a second over the last minute; None before a full window, or
+        when none finished in it (the rate is then unknown, not zero)."""
+        recent = list(self._per_window)[-RATE_WINDOWS:]
+        finished = sum(recent)
+        return finished / (len(recent) * THROUGHPUT_WINDOW_SEC) if finished else None
+
     def show(
-        self, board: RolloutBoard, counts: Counter[str], progress: Progress, elapsed: float
+        self,
+        board: RolloutBoard,
+        counts: Counter[str],
+        progress: Progress,
+        elapsed: float,
+        *,
+        ended: bool = False,
     ) -> None:
+        """`ended`: the work is over; what is left waits for a resume, and has no ETA."""
         chips = Text(no_wrap=True, overflow="ellipsis")
+        # First: what the table cannot show, as no rollout exists for it yet.
+        waiting = progress.not_dispatched
+        chips.append("not dispatched ", "bold" if waiting else "dim")
+        chips.append(f"{waiting}", "bold" if waiting else "dim")
+        chips.append("  ")
         for name in CHIPS:
             count = counts.get(name, 0)
             style = STATUS_STYLES.get(name, "yellow") if count else "dim"
@@ -118,14 +142,13 @@ class SummaryStrip(Static):
         bar.append(f" {progress.done}/{progress.total}")
         if progress.pass_rate is not None:
             bar.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
-        remaining = progress.total - progress.done
-        if progress.done and remaining > 0 and elapsed > 0:
-            bar.append(f"  ETA {duration(elapsed / progress.done * remaining)}", "dim")
+        if not ended and progress.left:
+            bar.append_text(self._eta(progress))
         mean = progress.mean_reward
         bar.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
         spark = sparkline(list(self._per_window))
         if spark:
-            bar.append("  done/5s ", "dim")
+            bar.append(f"  done/{THROUGHPUT_WINDOW_SEC:g}s ", "dim")
             bar.append(spark, "cyan")
 
         failures = board.failures_by_category()
@@ -142,6 +165,28 @@ class SummaryStrip(Static):
         last.add_row(failed, _model_totals(board, elapsed))
         # One line each, never wrapped (see the CSS): a wrapped line would push the next out.
         self.update(Group(chips, bar, last))
+
+    def _eta(self, progress: Progress) -> Text:
+        """`ETA 2m05s`; a lower bound with stuck work (`ETA ≥2m05s, 3 stuck`); `ETA —` when
+        it cannot be told; and when all in flight is stuck, that, in red."""
+        eta = Text()
+        if progress.stalled:
+            stuck = progress.stuck
+            if progress.not_dispatched:
+                said = f"every slot held by a stuck rollout ({stuck})"
+            else:
+                said = f"only {stuck} stuck rollout{'s' if stuck > 1 else ''} left"
+            eta.append(f"  ETA — {said}", "bold red")
+            return eta
+        seconds = progress.eta_sec(self.items_per_sec())
+        if seconds is None:
+            eta.append("  ETA —", "dim")
+        else:
+            bound = "≥" if progress.stuck else ""
+            eta.append(f"  ETA {bound}{duration(seconds)}", "dim")
+        if progress.stuck:
+            eta.append(f", {progress.stuck} stuck", "yellow")
+        return eta
 
 
 def _model_totals(board: RolloutBoard, elapsed: float) -> Text:

@@ -21,7 +21,8 @@ local number and the platform's agree); nothing is rounded:
   when at least two such points exist.
 
 `progress()` counts a run in flight by the same rules (the dashboard's progress line, live and
-replayed), so its pass rate is the one `metrics.json` will say.
+replayed), so its pass rate is the one `metrics.json` will say; it also says what is left
+(work in flight, stuck, not dispatched yet) and how long that will take (`Progress.eta_sec`).
 
 `eval_run`: `id` (the manifest's `local_run_id`), `status` (`running` while the run lives,
 `finished` when every item has a result and nothing was interrupted, else `incomplete`),
@@ -180,16 +181,56 @@ class Progress:
     """The graded samples' mean reward (`reward_stats.mean`); None until one was graded."""
     rewards_count: int
     """Graded samples (`graded`)."""
+    in_flight: int = 0
+    """Work items with a rollout in flight now."""
+    stuck: int = 0
+    """Of those, the ones stuck in their phase (whose end nobody can foresee)."""
+    not_dispatched: int = 0
+    """Work items not sent to a server yet (those sent again after a server was lost too)."""
 
     @property
     def pass_rate(self) -> float | None:
         """`passed / completed`; None until a sample completed (metrics.json says 0)."""
         return self.passed / self.completed if self.completed else None
 
+    @property
+    def left(self) -> int:
+        """The work still to do: in flight, or not dispatched yet."""
+        return self.in_flight + self.not_dispatched
 
-def progress(results: Iterable[ItemResult], *, total_items: int, pass_threshold: float) -> Progress:
+    @property
+    def stalled(self) -> bool:
+        """Everything in flight is stuck: nothing moves until one of them ends or is
+        cancelled (with work not dispatched yet, every slot is held by a stuck rollout)."""
+        return self.in_flight > 0 and self.stuck >= self.in_flight
+
+    def eta_sec(self, items_per_sec: float | None) -> float | None:
+        """How long what is left takes at `items_per_sec` finished work items a second, the
+        stuck rollouts aside (their end is unknown: the time is then a lower bound); None
+        when it cannot be told (no recent rate, or nothing but stuck work is left)."""
+        foreseeable = self.left - self.stuck
+        if foreseeable <= 0:
+            return 0.0 if self.left == 0 else None
+        if not items_per_sec or items_per_sec <= 0:
+            return None
+        return foreseeable / items_per_sec
+
+
+def progress(
+    results: Iterable[ItemResult],
+    *,
+    total_items: int,
+    pass_threshold: float,
+    in_flight: int = 0,
+    stuck: int = 0,
+    not_dispatched: int | None = None,
+) -> Progress:
     """The progress of a run from the results it has so far (a repeated key keeps the last):
-    the numbers its `metrics.json` has, or will have, for the same results and threshold."""
+    the numbers its `metrics.json` has, or will have, for the same results and threshold.
+
+    `in_flight` and `stuck` are the work items' rollouts in flight and stuck now;
+    `not_dispatched`, when the caller knows it, the work items not sent yet (by default,
+    the items neither finished nor in flight)."""
     tally = _Tally(pass_threshold)
     for result in {result.key: result for result in results}.values():
         tally.add(
@@ -199,6 +240,8 @@ def progress(results: Iterable[ItemResult], *, total_items: int, pass_threshold:
             reward=result.reward,
             tokens=result.tokens,
         )
+    if not_dispatched is None:
+        not_dispatched = max(total_items - tally.total - in_flight, 0)
     return Progress(
         done=tally.total,
         total=total_items,
@@ -206,6 +249,9 @@ def progress(results: Iterable[ItemResult], *, total_items: int, pass_threshold:
         completed=tally.completed,
         mean_reward=reward_stats.mean(tally.rewards) if tally.rewards else None,
         rewards_count=len(tally.rewards),
+        in_flight=in_flight,
+        stuck=stuck,
+        not_dispatched=not_dispatched,
     )
 
 
