@@ -8,6 +8,7 @@ and leave the rest pending for a resume.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 import uuid
@@ -36,6 +37,9 @@ ITEM_DEADLINE_MARGIN_SEC = 60.0
 SETTLE_AFTER_CANCEL_SEC = 30.0
 # A work item whose server restarted or went away under it is sent again at most this often.
 MAX_REQUEUES = 2
+# A rollout in flight this many times longer than the median finished item took is overdue:
+# when it ends cannot be foreseen (the factor of the board's stuck rule).
+OVERDUE_FACTOR = 3.0
 
 RunStatus = Literal["complete", "incomplete", "interrupted"]
 
@@ -90,8 +94,11 @@ class EvalRunner:
         self.interrupted = False
         self._cancel_in_flight = True
         self.finished = 0
-        #: Work items whose rollout was admitted and has not ended yet.
-        self.in_flight = 0
+        #: Work items whose rollout was admitted and has not ended yet: when each was sent,
+        #: by rollout id.
+        self.in_flight: dict[str, float] = {}
+        # How long each finished item took (s), sorted: their median says what is overdue.
+        self._durations: list[float] = []
         self._requeues: dict[tuple[int, int], int] = {}
         self._stop_dispatch = asyncio.Event()
 
@@ -218,13 +225,22 @@ class EvalRunner:
             if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
-        self.in_flight += 1
+        self.in_flight[rollout_id] = started
         try:
             if self.interrupted:  # admitted while the interrupt was winding the others down
                 await self._wind_down([record])
             await self._await_result(item, record, slot, started, generation)
         finally:
-            self.in_flight -= 1
+            del self.in_flight[rollout_id]
+
+    def overdue(self, now: float) -> list[str]:
+        """The rollouts in flight for longer than `OVERDUE_FACTOR` times the median time a
+        finished item took (none before an item finished)."""
+        durations = self._durations
+        if not durations:
+            return []
+        limit = OVERDUE_FACTOR * durations[len(durations) // 2]
+        return [rid for rid, sent in self.in_flight.items() if now - sent > limit]
 
     async def submit(
         self,
@@ -394,4 +410,5 @@ class EvalRunner:
         else:
             outcome = failed_item(item, rollout_id, duration_ms, error_type)
         self.finished += 1
+        bisect.insort(self._durations, duration_ms / 1000.0)
         self.on_result(outcome)

@@ -130,17 +130,24 @@ class EvalSession:
 
     def progress(self) -> Progress:
         """How far the run is, counted as its metrics.json will count it, and what is left."""
-        runner, board = self._runner, self.board
+        runner = self._runner
+        if runner is None:  # nothing was sent yet: every item without a result waits
+            return progress(
+                self.results.values(),
+                total_items=len(self.plan.items),
+                pass_threshold=self.plan.pass_threshold,
+            )
+        now = time.monotonic()
         # Only the stuck rollouts are looked at; those sent by hand are no work items.
-        stuck = sum(1 for rid in board.stuck_ids() if board.records[rid].run_index is not None)
+        stuck = {rid for rid in self.board.stuck_ids(now) if rid in runner.in_flight}
         return progress(
             self.results.values(),
             total_items=len(self.plan.items),
             pass_threshold=self.plan.pass_threshold,
-            in_flight=0 if runner is None else runner.in_flight,
-            stuck=stuck,
-            # Before the runner exists, nothing was sent: every item without a result.
-            not_dispatched=None if runner is None else len(runner.pending),
+            in_flight=len(runner.in_flight),
+            stuck=len(stuck),
+            overdue=len(stuck.union(runner.overdue(now))),
+            not_dispatched=len(runner.pending),
         )
 
     def notice(self, message: str) -> None:

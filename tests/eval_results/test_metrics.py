@@ -414,3 +414,11 @@ def test_progress_with_nothing_but_stuck_work_has_no_eta() -> None:
     assert only_stuck.stalled and only_stuck.eta_sec(100.0) is None
     done = progress([], total_items=0, pass_threshold=1.0)
     assert done.left == 0 and done.eta_sec(None) == 0.0
+
+
+def test_progress_leaves_overdue_work_out_of_the_eta() -> None:
+    shown = progress([], total_items=8, pass_threshold=1.0, in_flight=4, stuck=1, overdue=3)
+    assert (shown.stuck, shown.overdue, shown.not_dispatched) == (1, 3, 4)
+    assert shown.eta_sec(1.0) == 5.0  # 4 not dispatched and the 1 in flight on time
+    assert not shown.stalled
+    assert progress([], total_items=2, pass_threshold=1.0, in_flight=1, stuck=1).overdue == 1

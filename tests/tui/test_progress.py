@@ -48,3 +48,17 @@ async def test_with_only_stuck_rollouts_left_the_eta_is_no_number(live_eval: Liv
             await until(pilot, lambda: "only 2 stuck rollouts left" in strip(app))
             assert "not dispatched 0" in strip(app)
             assert not eta_number(app)
+
+
+async def test_rollouts_running_far_longer_than_the_rest_leave_no_eta(
+    live_eval: LiveFactory,
+) -> None:
+    """The last rollouts sleep while the others took a moment: a rate from the others would
+    say a fraction of a second, for as long as they sleep."""
+    async with live_eval([row()] * 4 + [row(**IN_FLIGHT)] * 2) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            # A throughput sample (every 5 s) gives the ETA its rate.
+            await until(pilot, lambda: "done/5s" in strip(app), timeout=15)
+            await until(pilot, lambda: "2 running long" in strip(app))
+            assert "ETA —" in strip(app) and not eta_number(app)

@@ -167,11 +167,12 @@ class SummaryStrip(Static):
         self.update(Group(chips, bar, last))
 
     def _eta(self, progress: Progress) -> Text:
-        """`ETA 2m05s`; a lower bound with stuck work (`ETA ≥2m05s, 3 stuck`); `ETA —` when
-        it cannot be told; and when all in flight is stuck, that, in red."""
+        """`ETA 2m05s`; a lower bound with overdue work (`ETA ≥2m05s, 3 running long (1
+        stuck)`); `ETA —` when it cannot be told; and when all in flight is stuck, that, in
+        red."""
         eta = Text()
+        stuck = progress.stuck
         if progress.stalled:
-            stuck = progress.stuck
             if progress.not_dispatched:
                 said = f"every slot held by a stuck rollout ({stuck})"
             else:
@@ -179,13 +180,17 @@ class SummaryStrip(Static):
             eta.append(f"  ETA — {said}", "bold red")
             return eta
         seconds = progress.eta_sec(self.items_per_sec())
+        overdue = max(progress.overdue, stuck)
         if seconds is None:
             eta.append("  ETA —", "dim")
         else:
-            bound = "≥" if progress.stuck else ""
-            eta.append(f"  ETA {bound}{duration(seconds)}", "dim")
-        if progress.stuck:
-            eta.append(f", {progress.stuck} stuck", "yellow")
+            eta.append(f"  ETA {'≥' if overdue else ''}{duration(seconds)}", "dim")
+        if overdue > stuck:
+            eta.append(f", {overdue} running long", "yellow")
+            if stuck:
+                eta.append(f" ({stuck} stuck)", "yellow")
+        elif stuck:
+            eta.append(f", {stuck} stuck", "yellow")
         return eta
 
 

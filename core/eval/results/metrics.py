@@ -184,7 +184,10 @@ class Progress:
     in_flight: int = 0
     """Work items with a rollout in flight now."""
     stuck: int = 0
-    """Of those, the ones stuck in their phase (whose end nobody can foresee)."""
+    """Of those, the ones stuck in their phase."""
+    overdue: int = 0
+    """Of those, the ones whose end cannot be foreseen: the stuck ones, and those running far
+    longer than finished items took (`progress()` counts the stuck ones in)."""
     not_dispatched: int = 0
     """Work items not sent to a server yet (those sent again after a server was lost too)."""
 
@@ -206,9 +209,9 @@ class Progress:
 
     def eta_sec(self, items_per_sec: float | None) -> float | None:
         """How long what is left takes at `items_per_sec` finished work items a second, the
-        stuck rollouts aside (their end is unknown: the time is then a lower bound); None
-        when it cannot be told (no recent rate, or nothing but stuck work is left)."""
-        foreseeable = self.left - self.stuck
+        overdue rollouts aside (their end is unknown: the time is then a lower bound); None
+        when it cannot be told (no recent rate, or nothing but overdue work is left)."""
+        foreseeable = self.left - max(self.overdue, self.stuck)
         if foreseeable <= 0:
             return 0.0 if self.left == 0 else None
         if not items_per_sec or items_per_sec <= 0:
@@ -223,14 +226,16 @@ def progress(
     pass_threshold: float,
     in_flight: int = 0,
     stuck: int = 0,
+    overdue: int | None = None,
     not_dispatched: int | None = None,
 ) -> Progress:
     """The progress of a run from the results it has so far (a repeated key keeps the last):
     the numbers its `metrics.json` has, or will have, for the same results and threshold.
 
-    `in_flight` and `stuck` are the work items' rollouts in flight and stuck now;
-    `not_dispatched`, when the caller knows it, the work items not sent yet (by default,
-    the items neither finished nor in flight)."""
+    `in_flight`, `stuck` and `overdue` are the work items' rollouts in flight, stuck, and
+    with an end nobody can foresee now (by default, the stuck ones); `not_dispatched`, when
+    the caller knows it, the work items not sent yet (by default, the items neither finished
+    nor in flight)."""
     tally = _Tally(pass_threshold)
     for result in {result.key: result for result in results}.values():
         tally.add(
@@ -251,6 +256,7 @@ def progress(
         rewards_count=len(tally.rewards),
         in_flight=in_flight,
         stuck=stuck,
+        overdue=stuck if overdue is None else overdue,
         not_dispatched=not_dispatched,
     )
 
