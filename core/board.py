@@ -95,7 +95,7 @@ class RolloutBoard:
         # which moves on before telling the board.
         self._accounted: dict[str, int] = {}
         self._phase_of: dict[str, RolloutStatus] = {}
-        self._counted_as: dict[str, str] = {}
+        self._counted_as: dict[str, str | None] = {}
         self._early_events: dict[str, list[PhaseMark]] = {}
         # Kept up to date as records change, so that a repaint never walks every record:
         # counts per display status, failures per category, and, per phase, the in-flight
@@ -309,12 +309,15 @@ class RolloutBoard:
         self._accounted[rollout_id] = len(transitions)
         if record.status != self._phase_of.get(rollout_id):
             self._entered(record)
-        status = record.display_status
+        # An untracked rollout that has not ended is counted as `untracked`, not under the
+        # status it was last seen in: nobody watches it go on.
+        status = None if record.untracked and not record.finished else record.display_status
         counted = self._counted_as.get(rollout_id)
         if status != counted:
             if counted is not None:
                 self._status_counts[counted] -= 1
-            self._status_counts[status] += 1
+            if status is not None:
+                self._status_counts[status] += 1
             self._counted_as[rollout_id] = status
         self._count_failure(record)
         self._mark(rollout_id)
@@ -431,7 +434,7 @@ class RolloutBoard:
             if record.handle is not None:
                 record.handle.cancel()
             stopped.append(record.rollout_id)
-            self._mark(record.rollout_id)
+            self._account(record)
         return stopped
 
     # -- queries ---------------------------------------------------------------------------
@@ -468,7 +471,8 @@ class RolloutBoard:
         return stuck
 
     def counts(self, now: float | None = None) -> Counter[str]:
-        """Rollouts per display status, plus `stuck`, `untracked` and `total`."""
+        """Rollouts per display status (those untracked before they ended aside), plus
+        `stuck`, `untracked` and `total`."""
         counts = +self._status_counts  # a copy without the zero entries
         counts["untracked"] = self._untracked
         counts["stuck"] = len(self.stuck_ids(now))

@@ -242,7 +242,9 @@ class RolloutRecord:
 
     @property
     def cancelling(self) -> bool:
-        return bool(self.cancels) and not self.finished
+        """A cancel was asked for and not refused, and the rollout has not ended yet (a cancel
+        whose request failed leaves the rollout as it was: not "cancelling")."""
+        return bool(self.cancels) and not self.finished and self.cancels[-1].error is None
 
     def skipped_phases(self) -> dict[RolloutStatus, SkipReason]:
         """The phases no source saw, and why (see `core.phases.skipped_phases`)."""

@@ -189,7 +189,9 @@ async def test_stop_tracking_sends_nothing_and_keeps_the_row(serve: Serve) -> No
         entry = srv.app.state.rollout_futures["left"]
     assert record.untracked and not record.in_flight
     assert entry.result is not None and entry.result.status is S  # the server finished it
-    assert board.counts()["untracked"] == 1
+    # Counted as untracked, no longer as running: nobody watches it go on.
+    counts = board.counts()
+    assert (counts["untracked"], counts["running"], counts["total"]) == (1, 0, 1)
 
 
 async def test_change_batches_hold_each_changed_id_once(serve: Serve) -> None:

@@ -123,3 +123,14 @@ def test_an_untracked_rollout_still_gets_its_servers_reports() -> None:
     board.stop_tracking(["r"])
     board.server_mark("r", server(R, 1.0, 1))
     assert record.marks[R].source == "server" and board.stuck_ids(now=1e6) == []
+
+
+def test_a_cancel_that_failed_leaves_the_rollout_as_it_was() -> None:
+    from core.rollout_record import CancelRequest
+
+    board, _ = recording_board()
+    record = board.observe("r", Q, 0.0, grade=True)
+    record.cancels.append(CancelRequest(requested_at=1.0))
+    assert record.cancelling
+    record.cancels[-1].error = "ConnectError: the server is gone"
+    assert not record.cancelling

@@ -92,8 +92,7 @@ def row_cells(
     result = record.latest_result
     status = record.display_status
     # A cancel the server never got (the flags say "cancel failed") leaves the status as is.
-    cancelling = record.cancelling and record.cancels[-1].error is None
-    status_label = "cancelling…" if cancelling else status.replace("_", " ")
+    status_label = "cancelling…" if record.cancelling else status.replace("_", " ")
     in_phase = None if record.finished or record.untracked else now - record.phase_started_at
     end = record.terminal_at if record.terminal_at is not None else now
     sample_reward = result.sample.reward if result and result.sample else None
