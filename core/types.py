@@ -102,6 +102,28 @@ def ensure_single_path_segment(value: str, *, label: str = "rollout_id") -> str:
     return value
 
 
+def unpaired_surrogate(text: str) -> str | None:
+    """The first lone UTF-16 surrogate in `text`, or None: JSON can spell one (`"\\udc80"`),
+    UTF-8 cannot encode it, so nothing holding it can be sent on as UTF-8 JSON."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None
+
+
+def ensure_unicode(value: str, *, label: str = "rollout_id") -> str:
+    """Reject text holding an unpaired surrogate: every answer that names a rollout (the
+    cancel dispositions, a 422) would fail to encode."""
+    surrogate = unpaired_surrogate(value)
+    if surrogate is not None:
+        raise ValueError(
+            f"{label} must be valid Unicode: it holds an unpaired surrogate ({surrogate!a}), "
+            "which UTF-8 cannot encode"
+        )
+    return value
+
+
 def ensure_finite_timeout(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise ValueError("timeout must be finite; omit it to run unbounded")
@@ -149,7 +171,7 @@ class RolloutInitRequest(BaseModel):
     @field_validator("rollout_id")
     @classmethod
     def _single_segment(cls, value: str) -> str:
-        return ensure_single_path_segment(value)
+        return ensure_single_path_segment(ensure_unicode(value))
 
     @field_validator("llm_api_key")
     @classmethod
@@ -238,4 +260,6 @@ __all__ = [
     "RolloutStatus",
     "ensure_finite_timeout",
     "ensure_single_path_segment",
+    "ensure_unicode",
+    "unpaired_surrogate",
 ]

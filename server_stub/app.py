@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.types import (
@@ -186,8 +186,16 @@ def _admission_body(rollout_id: str, token: str, registry: RolloutRegistry) -> b
     ).encode()
 
 
+def _json(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """`content` as JSON with non-ASCII characters escaped, as the admission body is: an answer
+    that echoes what a client sent (a cancel's ids, a 422's input) may hold a lone surrogate,
+    which JSON can spell and UTF-8 (Starlette's `JSONResponse`) cannot encode."""
+    body = json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
 def _detail(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+    return _json({"detail": detail}, status, headers)
 
 
 class BearerAuth:
@@ -201,9 +209,7 @@ class BearerAuth:
         if scope["type"] == "http":
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             if not hmac.compare_digest(given, self.expected):
-                await JSONResponse({"detail": "unauthorized"}, status_code=401)(
-                    scope, receive, send
-                )
+                await _detail(401, "unauthorized")(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -222,7 +228,7 @@ def _finite_only(value: Any) -> Any:
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     # The official server answers 500 when the rejected input holds NaN/Infinity; we answer 422.
-    return JSONResponse({"detail": _finite_only(jsonable_encoder(exc.errors()))}, status_code=422)
+    return _json({"detail": _finite_only(jsonable_encoder(exc.errors()))}, 422)
 
 
 def create_rollout_server(
@@ -310,7 +316,7 @@ def create_rollout_server(
 
     @app.get("/health")
     async def health() -> Response:
-        return JSONResponse(server.health())
+        return _json(server.health())
 
     @app.post("/rollout", status_code=202)
     async def start_rollout(body: RolloutInitRequest) -> Response:
@@ -356,6 +362,6 @@ def create_rollout_server(
         if selectors != 1:
             raise HTTPException(422, "pass exactly one selector: ids, prefix, or all")
         selected = server.registry.select(body.ids, body.prefix, body.all)
-        return JSONResponse({"dispositions": registry.cancel(selected)})
+        return _json({"dispositions": registry.cancel(selected)})
 
     return app

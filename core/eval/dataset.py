@@ -37,6 +37,7 @@ from core.eval.dataset_formats import (
 from core.eval.errors import InputError, InputProblem
 from core.eval.nesting import TOO_DEEP, too_deep
 from core.eval.safe_text import quote_text
+from core.types import unpaired_surrogate
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -198,10 +199,9 @@ def _label(check: _RowCheck, values: Mapping[str, object]) -> str | None:
 
 def _encodable(check: _RowCheck, column: str, text: str) -> str | None:
     """`text`, unless it holds lone surrogates (JSON `"\\ud800"`) that cannot be sent."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        check.add(column, f"contains an unpaired surrogate ({text[exc.start]!a})")
+    surrogate = unpaired_surrogate(text)
+    if surrogate is not None:
+        check.add(column, f"contains an unpaired surrogate ({surrogate!a})")
         return None
     return text
 

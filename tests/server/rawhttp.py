@@ -20,6 +20,12 @@ def rollout_body(rollout_id: str, **fields: Any) -> dict[str, Any]:
     return body
 
 
+def raw_json(text: str) -> dict[str, Any]:
+    """Keyword arguments of an httpx request whose body is `text` as is: JSON may spell a lone
+    surrogate (`"\\udc80"`), which httpx's own encoder (to UTF-8) cannot send."""
+    return {"content": text.encode("ascii"), "headers": {"content-type": "application/json"}}
+
+
 class Wire:
     def __init__(self, http: httpx.AsyncClient) -> None:
         self.http = http

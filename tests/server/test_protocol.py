@@ -19,7 +19,7 @@ from server_stub import (
 )
 from tests.conftest import Serve
 from tests.server.plugins import Echo, ExactMatch
-from tests.server.rawhttp import Wire
+from tests.server.rawhttp import Wire, raw_json
 
 # `wire(**server_options)` or `wire(app, headers=...)`: a Wire against a fresh server.
 Fixture = Callable[..., AbstractAsyncContextManager[Wire]]
@@ -351,6 +351,34 @@ async def test_cancel_by_prefix_and_all_lists_retained_ids(wire: Fixture) -> Non
     assert everything["dispositions"]["other"] == "cancelled_running"
     assert set(everything["dispositions"]) == {"job-1", "job-2", "other", "done"}
     assert empty_ids == {"dispositions": {}}
+
+
+async def test_a_rollout_id_with_a_lone_surrogate_is_refused_and_cancel_keeps_answering(
+    wire: Fixture,
+) -> None:
+    # Admitted, such an id made every cancel that selected it (all, a prefix) answer 500 for
+    # the whole retention: its disposition cannot be written as UTF-8.
+    lone = '{"rollout_id":"a\\udc80b","initial_messages":[],"chat_completions_url":"x"}'
+    async with wire() as w:
+        await w.admit("a-running", metadata={"sleep": 30})
+        refused = await w.http.post("/rollout", **raw_json(lone))
+        by_prefix = await w.cancel(prefix="a")
+        everything = await w.cancel(all=True)
+        by_id = await w.http.post("/rollout/cancel", **raw_json('{"ids":["a\\udc80b"]}'))
+    assert refused.status_code == 422
+    detail = refused.json()["detail"]
+    assert detail[0]["loc"] == ["body", "rollout_id"]
+    assert detail[0]["msg"] == (
+        "Value error, rollout_id must be valid Unicode: it holds an unpaired surrogate "
+        "('\\udc80'), which UTF-8 cannot encode"
+    )
+    assert detail[0]["input"] == "a\udc80b"  # sent back as JSON spells it
+    assert by_prefix.status_code == everything.status_code == 200
+    assert by_prefix.json() == {"dispositions": {"a-running": "cancelled_running"}}
+    assert list(everything.json()["dispositions"]) == ["a-running"]
+    # An id that only names a rollout (never admitted) is answered as well, as JSON spells it.
+    assert by_id.status_code == 200, by_id.text
+    assert by_id.json() == {"dispositions": {"a\udc80b": "not_found"}}
 
 
 async def test_repeat_cancel_during_cleanup_returns_the_cached_disposition(wire: Fixture) -> None:
