@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ RECOVERY_GRACE_SEC = 10.0
 RECOVERY_PROBE_SEC = 0.5
 # The eval's admission deadline per rollout (PROTOCOL.md §5.7): every POST attempt and every
 # 429 wait. A server that takes the request and never answers is reported by this deadline.
+# It also bounds the wait for a server to accept rollouts again while every live one is
+# draining (`accepting_rollouts: false`): the same "not now" as a 429, given the same time.
 ADMISSION_TIMEOUT_SEC = 60.0
 
 ServerState = Literal["accepting", "draining", "down"]
@@ -75,6 +78,12 @@ def _health_error(exc: BaseException) -> str:
             "(or $OSMOSIS_ROLLOUT_SERVER_API_KEY)"
         )
     return f"{exc}: HTTP {exc.status_code}"
+
+
+def _not_accepting(slot: RolloutServerSlot) -> str:
+    if slot.state == "down":
+        return f"down: {slot.last_error}"
+    return "draining, its /health says accepting_rollouts: false"
 
 
 def _least_loaded(live: list[RolloutServerSlot]) -> RolloutServerSlot | None:
@@ -157,8 +166,12 @@ class ServerPool:
         """The live server with the most room left (`_least_loaded`); waits while all are full.
 
         While every server is down it waits up to `RECOVERY_GRACE_SEC` for one to come back
-        (a restarted server is used again), then raises `AllServersDown`.
+        (a restarted server is used again), then raises `AllServersDown`; while none is down
+        or accepting (all draining), it waits up to `ADMISSION_TIMEOUT_SEC` for one to accept
+        again, then raises the same.
         """
+        loop = asyncio.get_running_loop()
+        accepting_by: float | None = None  # set while no live server accepts rollouts
         while True:
             live = [slot for slot in self.slots if slot.state != "down"]
             if not live:
@@ -176,7 +189,21 @@ class ServerPool:
                 best.in_flight += 1
                 return best
             self._freed.clear()
-            await self._freed.wait()
+            if any(slot.state == "accepting" for slot in live):
+                accepting_by = None  # only full: what is in flight frees a slot
+                await self._freed.wait()
+                continue
+            if accepting_by is None:
+                accepting_by = loop.time() + ADMISSION_TIMEOUT_SEC
+            remaining = accepting_by - loop.time()
+            if remaining <= 0:
+                details = "; ".join(f"{s.url}: {_not_accepting(s)}" for s in self.slots)
+                raise AllServersDown(
+                    f"no rollout server accepted rollouts within {ADMISSION_TIMEOUT_SEC:g} s "
+                    f"({details})"
+                )
+            with contextlib.suppress(asyncio.TimeoutError):  # not the builtin one on 3.10
+                await asyncio.wait_for(self._freed.wait(), remaining)
 
     def release(self, slot: RolloutServerSlot) -> None:
         slot.in_flight -= 1

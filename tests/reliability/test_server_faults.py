@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from core import RolloutAdmissionTimeoutError, RolloutClient
 from core.eval import servers as servers_module
@@ -240,6 +241,92 @@ async def test_an_eval_whose_only_server_stays_down_stops_after_the_grace(
     assert 2 <= len(events) < 12
     assert len({e["row_index"] for e in events}) == len(events)
     assert run.summary.pending == 12 - len(events)
+
+
+# -- a server that never accepts rollouts again ----------------------------------------------
+
+
+def draining_app() -> FastAPI:
+    """Answers /health as a server that is shutting down and never finishes: alive, not
+    accepting rollouts (the only route it has)."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "process_id": "draining-1",
+            "lifecycle": {"accepting_rollouts": False, "active_rollouts": 0},
+        }
+
+    return app
+
+
+# Before the deadline existed, such a run waited for ever: this only bounds a hang.
+HANG_BOUND_SEC = 60.0
+
+
+async def test_an_eval_whose_only_server_never_accepts_stops_at_the_admission_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(servers_module, "ADMISSION_TIMEOUT_SEC", 1.0)
+    async with rollout_server(draining_app()) as url:
+        run = await asyncio.wait_for(
+            run_session(tmp_path, multiply_rows(3), servers=(url,), chat_url="stub"),
+            HANG_BOUND_SEC,
+        )
+    summary = run.summary
+    assert summary.status == "incomplete"  # exit 1, as when every server is down
+    assert summary.problem == (
+        f"no rollout server accepted rollouts within 1 s ({url}: draining, its /health says "
+        "accepting_rollouts: false)"
+    )
+    assert summary.pending == 3
+    assert (summary.folder / "progress.json").is_file()
+    assert read_jsonl(summary.folder / "events.jsonl") == []
+
+
+async def test_a_server_that_starts_draining_mid_run_stops_it_and_keeps_what_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(servers_module, "ADMISSION_TIMEOUT_SEC", 1.0)
+    monkeypatch.setattr(servers_module, "HEALTH_INTERVAL_SEC", 0.1)
+    rows = 12
+    events_path = tmp_path / "out" / "run" / "events.jsonl"
+    app = demo_app(max_concurrent=2)
+    async with rollout_server(app) as url:
+
+        async def drain_after_three() -> None:
+            await eventually(
+                lambda: len(read_jsonl(events_path)) >= 3, "3 finished items", timeout=30
+            )
+            app.state.rollout_server.accepting = False  # as its shutdown begins, and stays
+
+        drain = asyncio.ensure_future(drain_after_three())
+        run = await asyncio.wait_for(
+            run_session(
+                tmp_path,
+                multiply_rows(rows, metadata={"stub": "slow:0.3"}),
+                servers=(url,),
+                chat_url="stub",
+                max_in_flight=2,
+            ),
+            HANG_BOUND_SEC,
+        )
+        await drain
+    summary = run.summary
+    assert summary.status == "incomplete"
+    assert summary.problem is not None
+    assert summary.problem.startswith("no rollout server accepted rollouts within 1 s")
+    assert any(f"server {url} draining" in notice for notice in run.notices)
+    # What was in flight when it began draining still finished; each item once.
+    events = read_jsonl(events_path)
+    assert 3 <= len(events) < rows
+    assert len({e["row_index"] for e in events}) == len(events)
+    assert [r["status"] for r in read_jsonl(summary.folder / "index.jsonl")] == ["success"] * len(
+        events
+    )
+    assert summary.pending == rows - len(events)
 
 
 # -- nobody polls: the lease expires and the work is cancelled -------------------------------
