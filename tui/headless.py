@@ -10,9 +10,16 @@ import sys
 
 from core.eval import EvalPlan, EvalSession
 from core.eval.launcher import kill_launched_servers
-from core.eval.reporter import HeadlessReporter, OutputMode, RunReport, work_item_rollouts
+from core.eval.reporter import (
+    HeadlessReporter,
+    OutputMode,
+    RunReport,
+    display_path,
+    work_item_rollouts,
+)
 from core.eval.results.folder import LOGS_FILE
 from tui.log_follower import LogFollower
+from tui.std_streams import forgiving_std_streams
 
 EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1
@@ -23,9 +30,13 @@ def run_headless(
 ) -> int:
     """Run `plan`, print the end of the run in `mode`; `rerun` is the command that repeats
     its inputs (for the resume and retry hints), `verbose` streams logs.txt to stderr."""
-    return asyncio.run(
-        _run(plan, mode=mode, cancel=on_interrupt == "cancel", rerun=rerun, verbose=verbose)
-    )
+    folder = display_path(plan.request.output / plan.run_name)
+    # A reader that goes away (`| head`) or a full device must not stop the run or lose its
+    # results: the exit status stays the run's.
+    with forgiving_std_streams(f"its results are in {folder}"):
+        return asyncio.run(
+            _run(plan, mode=mode, cancel=on_interrupt == "cancel", rerun=rerun, verbose=verbose)
+        )
 
 
 async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, verbose: bool) -> int:
