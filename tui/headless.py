@@ -23,6 +23,9 @@ from tui.std_streams import forgiving_std_streams
 
 EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1
+# Ctrl-C, a polite kill, and the terminal closing: each one interrupts the run gracefully
+# (results written, exit 1), a second one exits at once.
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def run_headless(
@@ -48,7 +51,7 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
     interrupts = 0
     pending: set[asyncio.Task[None]] = set()  # keeps the interrupt task alive until it ends
 
-    def on_sigint() -> None:
+    def on_interrupt() -> None:
         nonlocal interrupts
         interrupts += 1
         if interrupts > 1:
@@ -69,13 +72,13 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
     log_path = plan.request.output / plan.run_name / LOGS_FILE
     follower = LogFollower(log_path, sys.stderr) if verbose else None
     following = loop.create_task(follower.follow()) if follower is not None else None
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    loop.add_signal_handler(signal.SIGTERM, on_sigint)
+    for signum in INTERRUPTS:
+        loop.add_signal_handler(signum, on_interrupt)
     try:
         summary = await session.run()
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        loop.remove_signal_handler(signal.SIGTERM)
+        for signum in INTERRUPTS:
+            loop.remove_signal_handler(signum)
         if following is not None and follower is not None:
             following.cancel()
             with contextlib.suppress(asyncio.CancelledError):

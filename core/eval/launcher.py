@@ -2,7 +2,8 @@
 
 `uv sync` prepares the rollout's environment from its `pyproject.toml`, then the entrypoint
 runs there under `uv run`, in a process group of its own, until the run is over. The command
-lines and the environment uv gets are in `uv_project`; this module runs them.
+lines and the environment uv gets are in `uv_project`; this module runs them, each under the
+guard of `lifeline`, which stops the group when the eval dies without stopping it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from core.eval.errors import EvalError
+from core.eval.lifeline import guarded_command
 from core.eval.uv_project import (
     TESTED_OSMOSIS_AI,
     find_uv,
@@ -288,17 +290,28 @@ async def _child(
 ) -> AsyncIterator[_Child]:
     """Run `command` in a process group of its own (so that stopping it stops what it started,
     `uv run`'s Python included), its output (stderr too) passed on line by line; stopped when
-    the block ends, however it ends. After the block every line has been read (unless a
-    process that left the group still holds the output)."""
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        cwd=cwd,
-        env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    the block ends, however it ends, and by its guard when this process ends without stopping
+    it (`lifeline`). After the block every line has been read (unless a process that left the
+    group still holds the output)."""
+    # The guard holds the read end; this process holds the only write end until the child is
+    # stopped, so its end, however it comes (SIGKILL too), is the guard's EOF.
+    read_end, write_end = os.pipe()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *guarded_command(command, read_end, grace_sec=STOP_GRACE_SEC),
+            cwd=cwd,
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(read_end,),
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
     _running.add(process.pid)
     child = _Child(process)
 
@@ -315,6 +328,7 @@ async def _child(
             await _stop(process, lambda message: log(SERVER_STEP, message))
         finally:
             _running.discard(process.pid)
+            os.close(write_end)  # a stop cut short still ends with the group: the guard sees EOF
         try:
             await asyncio.wait_for(pump, OUTPUT_DRAIN_SEC)
         except asyncio.TimeoutError:

@@ -137,3 +137,17 @@ def alive(pid: int) -> bool:
             return False
         return True
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def processes_in(folder: Path) -> list[int]:
+    """The running processes whose working directory is `folder`: everything a launch starts
+    (uv, the server, what the server starts) works in its rollout folder."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if Path(os.readlink(entry / "cwd")) == folder:
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile, a zombie, or not ours to look at
+                pass
+    return found

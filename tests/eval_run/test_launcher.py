@@ -18,7 +18,7 @@ from core.eval.launcher import LaunchError, launched_rollout_server
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import MultiplyWorkflow
 from server_stub.serving import serve_in_loop
-from tests.eval_run.command import rollout_pythonpath
+from tests.eval_run.command import processes_in, rollout_pythonpath
 
 GREETING = {"WORKSPACE_GREETING": "hello"}
 
@@ -67,20 +67,6 @@ class Launches:
 
 def rollout_dir(workspace: Path) -> Path:
     return (workspace / "rollouts" / "multiply").resolve()
-
-
-def processes_in(folder: Path) -> list[int]:
-    """The running processes whose working directory is `folder`: everything a launch starts
-    (uv, the server, what the server starts) works there."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if Path(os.readlink(entry / "cwd")) == folder:
-                    found.append(int(entry.name))
-            except OSError:  # gone meanwhile, a zombie, or not ours to look at
-                pass
-    return found
 
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="reads /proc")

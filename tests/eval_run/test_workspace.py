@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import alive, child_env, run_eval, start_eval
+from tests.eval_run.command import REPO, alive, child_env, processes_in, run_eval, start_eval
 from tests.eval_run.files import (
     envelope,
     multiply_rows,
@@ -99,7 +99,11 @@ def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_g
         *(uv, "run", "--no-sync", "--project", str(folder)),
         *("python", str(folder / "main.py")),
     ]
-    assert launched["pgid"] == launched["ppid"] != os.getpgid(0), "`uv run` leads its group"
+    # The lifeline's guard started `uv run` and leads the group of all three.
+    guard = [sys.executable, "-I", str(REPO / "core" / "eval" / "lifeline.py")]
+    assert launched["grandparent_argv"][:3] == guard
+    assert launched["grandparent_argv"][5:] == launched["parent_argv"]
+    assert launched["pgid"] == launched["parent_ppid"] != os.getpgid(0), "the guard leads"
     assert launched["argv"] == [str(folder / "main.py")]
     assert launched["cwd"] == str(folder)
     assert Path(launched["executable"]).parent == folder / ".venv" / "bin"
@@ -115,6 +119,7 @@ def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_g
     assert "[deps] syncing rollout dependencies (multiply)\n" in logs
     assert f"[rollout-server] workspace server pid {launched['pid']} stopped by SIGTERM" in logs
     assert not alive(launched["pid"]) and not alive(launched["ppid"]), "nothing left running"
+    assert not alive(launched["parent_ppid"]), "the guard is gone too"
 
 
 def test_a_rollout_folder_without_pyproject_toml_is_refused_before_anything_starts(
@@ -182,6 +187,14 @@ def test_ctrl_c_while_the_workspace_server_starts_stops_it(workspace: Path) -> N
             os.kill(pids[0], signal.SIGKILL)
 
 
+def server_running_a_row(folder: Path) -> list[int]:
+    """The launched server's pid once a row runs there (none before)."""
+    statuses = read_jsonl(folder / "transitions.jsonl")
+    if not any(t.get("status") == "running" for t in statuses):
+        return []
+    return server_pids((folder / "logs.txt").read_text())
+
+
 def test_second_ctrl_c_does_not_leave_the_workspace_server_running(workspace: Path) -> None:
     dataset = write_jsonl(workspace / "slow.jsonl", multiply_rows(2, metadata={"sleep": 60}))
     run = start_eval(
@@ -189,14 +202,9 @@ def test_second_ctrl_c_does_not_leave_the_workspace_server_running(workspace: Pa
         cwd=workspace,
     )
     folder = run_folder(workspace, "hard")
-
-    def server_running_a_row() -> list[int]:
-        statuses = read_jsonl(folder / "transitions.jsonl")
-        if not any(t.get("status") == "running" for t in statuses):
-            return []
-        return server_pids((folder / "logs.txt").read_text())
-
-    pids = eventually_sync(server_running_a_row, "a row running on the workspace server")
+    pids = eventually_sync(
+        lambda: server_running_a_row(folder), "a row running on the workspace server"
+    )
     try:
         # Frozen, the server answers no cancel: the first interrupt is still waiting when
         # the second comes, and SIGKILL is the only way to stop it.
@@ -211,6 +219,100 @@ def test_second_ctrl_c_does_not_leave_the_workspace_server_running(workspace: Pa
     finally:
         if alive(pids[0]):
             os.kill(pids[0], signal.SIGKILL)
+
+
+def kill_what_is_left(pids: list[int]) -> None:
+    """SIGKILL what a test's eval left running (after a failed check: nothing else is)."""
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def running_rollouts(folder: Path) -> set[str]:
+    """The rollouts of the run seen running so far (a resumed run adds its own)."""
+    return {
+        t["rollout_id"]
+        for t in read_jsonl(folder / "transitions.jsonl")
+        if t.get("status") == "running"
+    }
+
+
+def sigkill_while_a_row_runs(workspace: Path, dataset: Path, servers_started: int) -> None:
+    """Start (or resume) the run, SIGKILL it once a row runs on the `servers_started`-th
+    launched server, and check that every process of that launch goes with it."""
+    rollout = (workspace / "rollouts" / "multiply").resolve()
+    folder = run_folder(workspace, "killed")
+    ran_before = running_rollouts(folder)
+    run = start_eval(
+        *(CONFIG, *STUB, "--dataset-file", str(dataset), "--name", "killed"),
+        cwd=workspace,
+    )
+    eventually_sync(
+        lambda: (
+            running_rollouts(folder) - ran_before
+            and len(server_pids((folder / "logs.txt").read_text())) == servers_started
+        ),
+        "a row running on this attempt's workspace server",
+    )
+    launched = processes_in(rollout)  # `uv run`, the server, and whatever else runs there
+    try:
+        run.send_signal(signal.SIGKILL)
+        run.finish()
+        eventually_sync(
+            lambda: not [pid for pid in launched if alive(pid)],
+            "every process of the launched server to be gone",
+        )
+        assert processes_in(rollout) == []
+    finally:
+        kill_what_is_left(launched)
+
+
+def test_sigkill_of_the_eval_takes_the_workspace_server_with_it(workspace: Path) -> None:
+    dataset = write_jsonl(workspace / "slow.jsonl", multiply_rows(2, metadata={"sleep": 60}))
+    sigkill_while_a_row_runs(workspace, dataset, servers_started=1)
+    # Resumed and killed again: never one more server left per kill.
+    sigkill_while_a_row_runs(workspace, dataset, servers_started=2)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_the_run_gracefully_with_the_workspace_server(
+    workspace: Path, signum: signal.Signals
+) -> None:
+    # Closing the terminal (SIGHUP) is an interrupt like SIGTERM: results written, exit 1.
+    fast, slow = multiply_rows(2), multiply_rows(1, metadata={"sleep": 60})
+    dataset = write_jsonl(workspace / "rows.jsonl", [*fast, *slow])
+    rollout = (workspace / "rollouts" / "multiply").resolve()
+    run = start_eval(
+        *(CONFIG, *STUB, "--dataset-file", str(dataset), "--name", "hup"), cwd=workspace
+    )
+    folder = run_folder(workspace, "hup")
+
+    def fast_rows_done_slow_one_running() -> bool:
+        running = {
+            t["row_index"]
+            for t in read_jsonl(folder / "transitions.jsonl")
+            if t.get("status") == "running"
+        }
+        return len(read_jsonl(folder / "events.jsonl")) == 2 and 2 in running
+
+    eventually_sync(fast_rows_done_slow_one_running, "2 rows done and the slow one running")
+    launched = processes_in(rollout)
+    try:
+        run.send_signal(signum)
+        stdout, stderr = run.finish()
+        assert run.returncode == 1, stderr
+        assert "interrupted: no new rollouts; cancelling in-flight rollouts" in stderr
+        assert "(interrupted)" in stdout
+        assert [r["status"] for r in read_jsonl(folder / "index.jsonl")] == ["success"] * 2
+        assert pending_items(folder) == 1
+        assert (folder / "metrics.json").is_file()
+        logs = (folder / "logs.txt").read_text()
+        assert "stopped by SIGTERM" in logs, "the launched server was stopped gracefully"
+        eventually_sync(
+            lambda: not [pid for pid in launched if alive(pid)], "the launched server to be gone"
+        )
+    finally:
+        kill_what_is_left(launched)
 
 
 @pytest.mark.conformance

@@ -64,8 +64,11 @@ class ExactAnswer(Grader):
 
 
 def record_launch(path: Path) -> None:
-    """What the launcher gave this process, and the command line of the `uv run` above it."""
+    """What the launcher gave this process, and the command lines of the `uv run` above it and
+    of what started that."""
     parent = Path(f"/proc/{os.getppid()}/cmdline")
+    parent_ppid = int(Path(f"/proc/{os.getppid()}/stat").read_text().rpartition(")")[2].split()[1])
+    grandparent = Path(f"/proc/{parent_ppid}/cmdline")
     record = {
         "argv": sys.argv,
         "cwd": os.getcwd(),
@@ -75,6 +78,8 @@ def record_launch(path: Path) -> None:
         "ppid": os.getppid(),
         "pgid": os.getpgid(0),
         "parent_argv": parent.read_text().split("\0")[:-1] if parent.exists() else None,
+        "parent_ppid": parent_ppid,
+        "grandparent_argv": grandparent.read_text().split("\0")[:-1],
     }
     path.write_text(json.dumps(record))
 
