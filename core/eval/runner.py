@@ -219,6 +219,9 @@ class EvalRunner:
             if 400 <= exc.status_code < 500:
                 self._finish(item, rollout_id, None, started, error_type="rollout_protocol_error")
                 return
+            if exc.status_code == 503 and await self._began_draining(slot):
+                self.pending.appendleft(item)  # to wait, like the others, for one that accepts
+                return
             raise _RunProblem(f"admission failed on {slot.url}: {exc}") from exc
         except (RolloutAdmissionTimeoutError, httpx.HTTPError, OSError) as exc:
             self._not_admitted(item, rollout_id, exc, options, slot)
@@ -380,6 +383,12 @@ class EvalRunner:
                 f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
             ) from exc
         self._finish(item, record.rollout_id, result, started)
+
+    async def _began_draining(self, slot: RolloutServerSlot) -> bool:
+        """After a 503: whether the server now says it takes no new rollouts (its shutdown
+        began after the pool chose it), which is no problem of the run."""
+        await self.pool.probe(slot)
+        return slot.state == "draining"
 
     async def _server_lost(self, slot: RolloutServerSlot, item: WorkItem, generation: int) -> bool:
         """After a failure: if the server restarted or went down since the item was sent to

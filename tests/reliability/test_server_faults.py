@@ -290,7 +290,8 @@ async def test_a_server_that_starts_draining_mid_run_stops_it_and_keeps_what_fin
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(servers_module, "ADMISSION_TIMEOUT_SEC", 1.0)
-    monkeypatch.setattr(servers_module, "HEALTH_INTERVAL_SEC", 0.1)
+    # The health watcher never looks: the first to meet the drain is a POST, answered 503.
+    monkeypatch.setattr(servers_module, "HEALTH_INTERVAL_SEC", 600.0)
     rows = 12
     events_path = tmp_path / "out" / "run" / "events.jsonl"
     app = demo_app(max_concurrent=2)
@@ -319,6 +320,8 @@ async def test_a_server_that_starts_draining_mid_run_stops_it_and_keeps_what_fin
     assert summary.problem is not None
     assert summary.problem.startswith("no rollout server accepted rollouts within 1 s")
     assert any(f"server {url} draining" in notice for notice in run.notices)
+    refused = [r.admission_error for r in run.session.board if r.admission_error]
+    assert refused and all("POST /rollout returned 503" in (e or "") for e in refused)
     # What was in flight when it began draining still finished; each item once.
     events = read_jsonl(events_path)
     assert 3 <= len(events) < rows
