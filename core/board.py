@@ -321,6 +321,10 @@ class RolloutBoard:
             self._counted_as[rollout_id] = status
         self._count_failure(record)
         self._mark(rollout_id)
+        if record.finished and isinstance(record.observed, RolloutHandle):
+            # Its handle has nothing more to observe: what it saw is kept, its polling state
+            # is let go, so that a long run's finished rollouts cost what they show, no more.
+            record.observed = RecordedRollout.of(record.observed)
 
     def _polled(self, record: RolloutRecord, transition: Transition) -> None:
         """A status a poll observed: a mark of its own unless the server reported it."""

@@ -99,6 +99,19 @@ class RecordedRollout:
     poll_retries: int = 0
     last_poll_error: str | None = None
 
+    @classmethod
+    def of(cls, handle: RolloutHandle) -> RecordedRollout:
+        """What `handle` observed, without its polling state (lease, headers, lock, task)."""
+        return cls(
+            status=handle.status,
+            transitions=handle.transitions,
+            latest_result=handle.latest_result,
+            grade=handle.grade,
+            polls=handle.polls,
+            poll_retries=handle.poll_retries,
+            last_poll_error=handle.last_poll_error,
+        )
+
 
 @dataclass(eq=False)
 class RolloutRecord:

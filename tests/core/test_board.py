@@ -16,6 +16,7 @@ from core.model_activity import MODEL_CALLS_KEPT
 from core.rollout_record import RequestOptions, RolloutRecord
 from tests.conftest import Serve
 from tests.core.test_client import CHAT_URL, PROMPT, FaultyTransport, real_server
+from tests.polling import eventually
 
 Q, R, G = RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING
 S, F, C = RolloutStatus.SUCCESS, RolloutStatus.FAILURE, RolloutStatus.CANCELLED
@@ -42,8 +43,8 @@ async def track(
 
 
 async def settle(record: RolloutRecord) -> None:
-    assert record.handle is not None
-    await asyncio.gather(record.handle.result_task, return_exceptions=True)
+    """Until the rollout's polling has ended (a finished record has let its handle go)."""
+    await eventually(lambda: record.finished or record.untracked, f"{record.rollout_id} to end")
 
 
 def test_a_rollout_seen_queued_then_success_skipped_two_phases_unobserved() -> None:
