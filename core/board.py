@@ -62,6 +62,8 @@ TransitionHook = Callable[[RolloutRecord, PhaseMark], None]
 #: Called with a record and its cancel when one is asked for, and again once the server has
 #: answered it (its `disposition` or `error` is then set).
 CancelHook = Callable[[RolloutRecord, CancelRequest], None]
+#: Called with a record when the board stops tracking it (`stop_tracking`).
+UntrackHook = Callable[[RolloutRecord], None]
 
 
 class RolloutBoard:
@@ -74,15 +76,18 @@ class RolloutBoard:
         redact: Callable[[str], str] | None = None,
         on_transition: TransitionHook | None = None,
         on_cancel: CancelHook | None = None,
+        on_untrack: UntrackHook | None = None,
     ) -> None:
         """`redact` masks secrets in the error texts the board keeps (a server's err_message
         may quote the LLM key), so no front end can show or export them. `on_transition` is
-        called for every status a record observes, in order, and `on_cancel` when a cancel is
-        asked for and when it is answered: the run's transitions.jsonl is written from them."""
+        called for every status a record observes, in order, `on_cancel` when a cancel is
+        asked for and when it is answered, and `on_untrack` when tracking stops: the run's
+        transitions.jsonl is written from them."""
         self.started_at = time.monotonic()
         self._redact = redact
         self._on_transition = on_transition
         self._on_cancel = on_cancel
+        self._on_untrack = on_untrack
         self.records: dict[str, RolloutRecord] = {}
         self.stuck_after_sec = stuck_after_sec
         self._changed: set[str] = set()
@@ -439,6 +444,8 @@ class RolloutBoard:
                 record.handle.cancel()
             stopped.append(record.rollout_id)
             self._account(record)
+            if self._on_untrack is not None:
+                self._on_untrack(record)
         return stopped
 
     # -- queries ---------------------------------------------------------------------------

@@ -176,7 +176,8 @@ async def test_a_lease_that_expired_before_a_poll_arrived(serve: Serve) -> None:
 
 
 async def test_stop_tracking_sends_nothing_and_keeps_the_row(serve: Serve) -> None:
-    board = RolloutBoard()
+    untracked: list[str] = []
+    board = RolloutBoard(on_untrack=lambda record: untracked.append(record.rollout_id))
     async with real_server(serve) as srv, srv.client() as client:
         record = await track(board, client, "left", label="42", metadata={"sleep": 0.5})
         assert record.handle is not None
@@ -184,6 +185,7 @@ async def test_stop_tracking_sends_nothing_and_keeps_the_row(serve: Serve) -> No
         posts_before = srv.recorder.count("POST", "/rollout/cancel")
         assert board.stop_tracking(["left"]) == ["left"]
         assert board.stop_tracking(["left"]) == []  # once
+        assert untracked == ["left"]  # the hook hears of it once too
         await settle(record)
         assert srv.recorder.count("POST", "/rollout/cancel") == posts_before
         await asyncio.sleep(0.7)
