@@ -2,7 +2,8 @@
 
 A record reads its observations from the rollout's handle (or, without one, from a
 `RecordedRollout`) instead of copying them; what only the run knows (the request options,
-cancels, untracking, an admission error) it holds itself. No Textual here.
+cancels, untracking, an admission error, whether it was sent by hand or requeued) it holds
+itself. No Textual here.
 
 Two sources tell when a rollout entered each phase (PROTOCOL.md §8.1): the polls, which see a
 status only if it lasts until the next poll, and the server's ownership events, which report
@@ -135,6 +136,12 @@ class RolloutRecord:
     cancels: list[CancelRequest] = field(default_factory=list)
     untracked: bool = False
     admission_error: str | None = None
+    #: Sent by hand from the dashboard (a new rollout, a re-run): no work item's attempt, so
+    #: never journaled and outside the run's progress and results.
+    manual: bool = False
+    #: The id its work item runs again under, once it was requeued (cancelled on its server,
+    #: its outcome no longer the item's).
+    requeued_as: str | None = None
     #: Masks secrets in the error texts the record shows (a server's message may quote a key).
     redact: Callable[[str], str] | None = field(default=None, repr=False)
     #: Its model calls through the run's gateway.

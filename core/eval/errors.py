@@ -13,6 +13,9 @@ callers have always caught. Where each one lives:
     │                         RuntimeError (core.eval.launcher)
     ├── AllServersDown        no rollout server is left to send work to; also a RuntimeError
     │                         (core.eval.servers)
+    ├── ControlRefused        a front end's control cannot act now (requeue a rollout that
+    │                         is no work item in flight, ...); also a RuntimeError
+    │                         (core.eval.runner)
     ├── GatewayError          the model gateway, or an upstream model; also a RuntimeError
     │   │                     (core.eval.gateway_errors)
     │   ├── UpstreamError     one model call failed; carries the status to answer with

@@ -49,7 +49,7 @@ def item_line(result: ItemResult, done: int, total: int) -> str:
 
 def work_item_rollouts(board: RolloutBoard) -> int:
     """The rollouts a run started for its work items (hand-made ones on the dashboard aside)."""
-    return sum(1 for record in board if record.run_index is not None)
+    return sum(1 for record in board if not record.manual)
 
 
 def display_path(path: Path) -> str:

@@ -1,14 +1,21 @@
-"""The eval runner: a fixed pool of workers sends work items to rollout servers (EVAL.md §7).
+"""The eval runner: a pool of workers sends work items to rollout servers (EVAL.md §7).
 
 Each finished item is journaled before anything else happens to it, so an interrupted or
 killed run loses nothing that finished. Problems that concern the whole run stop dispatching
 and leave the rest pending for a resume.
+
+While it runs, a front end can steer it (DESIGN.md §2): pause and resume dispatch and change
+max-in-flight (the `DispatchGate`: one worker per rollout in flight, as many as the limit),
+and requeue a work item whose rollout is in flight: that rollout is cancelled on its server
+and its outcome, whatever it turns out to be, is never journaled; the item goes back to the
+front of the queue under a new id, and that attempt is journaled as the item's result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import itertools
 import logging
 import time
 import uuid
@@ -22,8 +29,10 @@ import httpx
 from core.board import RolloutBoard
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
 from core.eval.dataset import DatasetRow
+from core.eval.dispatch_gate import DispatchGate
+from core.eval.errors import EvalError
 from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward
-from core.eval.results.records import ItemResult, WorkItem
+from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
 from core.rollout_record import RequestOptions, RolloutRecord
 from core.types import RolloutResultResponse
@@ -71,6 +80,11 @@ class _RunProblem(Exception):
     """Something that concerns the whole run: stop dispatching, keep what finished."""
 
 
+class ControlRefused(EvalError, RuntimeError):
+    """A front end's control cannot act now: the rollout is no work item's attempt in flight,
+    or the run is ending."""
+
+
 class EvalRunner:
     """Runs work items through a server pool, reporting every rollout to a board."""
 
@@ -101,6 +115,24 @@ class EvalRunner:
         self._durations: list[float] = []
         self._requeues: dict[tuple[int, int], int] = {}
         self._stop_dispatch = asyncio.Event()
+        #: The pause and max-in-flight the workers follow.
+        self.gate = DispatchGate(settings.concurrency)
+        #: Work items being run now (from their dispatch to their outcome).
+        self.running_items = 0
+        #: Rollouts sent by hand (`submit`) so far.
+        self.manual_sent = 0
+        self._workers: set[asyncio.Task[None]] = set()
+        self._live_workers = 0  # counted at once: a retiring worker is still a task for a while
+        self._worker_numbers = itertools.count()
+        # While `run` runs: workers can be started (a raised limit, a requeue).
+        self._running = False
+        # Each work item's attempt in flight (or left to its lease, untracked) whose outcome is
+        # still the item's, by rollout id; a requeue takes it out.
+        self._attempts: dict[str, WorkItem] = {}
+        # The id a requeued item is sent under next (already recorded as the requeue's).
+        self._next_ids: dict[ItemKey, str] = {}
+        # Requeued attempts being cancelled.
+        self._endings: set[asyncio.Task[None]] = set()
 
     @property
     def dispatching(self) -> bool:
@@ -111,6 +143,7 @@ class EvalRunner:
             self.problem = problem
             logger.error("stopping the run: %s", problem)
         self._stop_dispatch.set()
+        self.gate.notify()  # paused workers leave too
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         """Stop dispatching; cancel what is in flight on the servers (waiting a bounded time
@@ -118,11 +151,13 @@ class EvalRunner:
         self.interrupted = True
         self._cancel_in_flight = cancel_in_flight
         self.stop_dispatch()
-        await self._wind_down([record for record in self.board if record.in_flight])
+        await self._wind_down(
+            [record for record in self.board if record.in_flight], cancel=cancel_in_flight
+        )
 
-    async def _wind_down(self, records: list[RolloutRecord]) -> None:
+    async def _wind_down(self, records: list[RolloutRecord], *, cancel: bool) -> None:
         ids = [record.rollout_id for record in records]
-        if self._cancel_in_flight:
+        if cancel:
             await self.board.cancel_on_server(ids)
             ends = [r.handle.result_task for r in records if r.handle is not None]
             if ends:
@@ -130,17 +165,66 @@ class EvalRunner:
         # Whatever did not end (a server that ignores cancels) is no longer waited for.
         self.board.stop_tracking(ids)
 
+    # -- steering (the dashboard's keys) ---------------------------------------------------
+
+    def pause_dispatch(self) -> None:
+        """Send no new work item until `resume_dispatch`; those in flight go on."""
+        self.gate.pause()
+
+    def resume_dispatch(self) -> None:
+        self.gate.resume()
+
+    def set_max_in_flight(self, limit: int) -> int:
+        """Run up to `limit` work items at once (within the servers' advertised capacity, at
+        least 1); returns the limit set. Lowering it cancels nothing."""
+        limit = self.gate.set_limit(limit, self.pool.advertised_capacity())
+        self._start_workers()
+        return limit
+
+    def requeue(self, rollout_id: str) -> str:
+        """Run the work item of rollout `rollout_id` (in flight, or untracked and left to its
+        lease) again, under a new id, which is returned: the rollout is cancelled on its
+        server, and its outcome is not the item's any more. The item goes to the front of the
+        queue and is sent as dispatch and the limit allow. `ControlRefused` when the rollout
+        is no such attempt (finished, sent by hand, requeued already) or the run is ending."""
+        if not self._running or not self.dispatching:
+            raise ControlRefused("the run is ending: no work item is sent again")
+        item = self._attempts.get(rollout_id)
+        record = self.board.records.get(rollout_id)
+        if item is None or record is None or record.finished:
+            raise ControlRefused(f"rollout {rollout_id} is no work item's attempt in flight")
+        del self._attempts[rollout_id]
+        new_id = uuid.uuid4().hex
+        self._next_ids[item.key] = new_id
+        self.pending.appendleft(item)
+        record.requeued_as = new_id
+        # Cancelled like an interrupt cancels: a bounded wait for its end, then untracked.
+        ending = asyncio.ensure_future(self._wind_down([record], cancel=True))
+        self._endings.add(ending)
+        ending.add_done_callback(self._endings.discard)
+        self._start_workers()
+        return new_id
+
+    # -- running ---------------------------------------------------------------------------
+
     async def run(self) -> RunOutcome:
         watcher = asyncio.create_task(self.pool.watch())
+        self._running = True
         try:
-            # As official, min(concurrency, items): a worker more than there are items would
-            # never send anything, and a huge --max-in-flight must not start millions.
-            count = max(1, min(self.settings.concurrency, len(self.pending)))
-            workers = [
-                asyncio.create_task(self._worker(), name=f"eval-worker-{n}") for n in range(count)
-            ]
-            await asyncio.gather(*workers)
+            self._start_workers()
+            # Workers come and go (a raised or lowered limit): wait until none is left.
+            while self._workers:
+                done, _ = await asyncio.wait(self._workers, return_when=asyncio.FIRST_EXCEPTION)
+                self._workers -= done
+                for task in done:
+                    task.result()  # a worker that failed ends the run, as it always has
+            self._running = False
+            if self._endings:
+                await asyncio.wait(self._endings)
         finally:
+            self._running = False
+            for ending in self._endings:
+                ending.cancel()
             watcher.cancel()
             self.pool.stop()
         if self.interrupted:
@@ -151,25 +235,46 @@ class EvalRunner:
             status = "complete"
         return RunOutcome(status=status, problem=self.problem, finished=self.finished)
 
+    def _start_workers(self) -> None:
+        """Workers up to the limit, no more than there are items waiting (as official: a
+        worker more would never send anything): when the run starts, and when the limit is
+        raised or an item requeued while it runs."""
+        if not self._running:
+            return
+        for _ in range(min(self.gate.limit - self._live_workers, len(self.pending))):
+            self._live_workers += 1
+            number = next(self._worker_numbers)
+            self._workers.add(asyncio.create_task(self._worker(), name=f"eval-worker-{number}"))
+
     async def _worker(self) -> None:
-        while self.dispatching and self.pending:
-            try:
-                slot = await self._acquire()
-            except AllServersDown as exc:
-                self.stop_dispatch(str(exc))
-                return
-            if slot is None:
-                return
-            if not self.pending:
-                self.pool.release(slot)
-                return
-            item = self.pending.popleft()
-            try:
-                await self._run_item(item, slot)
-            except _RunProblem as exc:
-                self.stop_dispatch(str(exc))
-            finally:
-                self.pool.release(slot)
+        try:
+            while self.dispatching and self.pending:
+                if self._live_workers > self.gate.limit:
+                    return  # the limit was lowered: one worker fewer
+                if self.gate.paused:
+                    await self.gate.next_change()
+                    continue
+                try:
+                    slot = await self._acquire()
+                except AllServersDown as exc:
+                    self.stop_dispatch(str(exc))
+                    return
+                if slot is None:
+                    return
+                if self.gate.paused or self._live_workers > self.gate.limit or not self.pending:
+                    self.pool.release(slot)  # paused or lowered while waiting for a server
+                    continue
+                item = self.pending.popleft()
+                self.running_items += 1
+                try:
+                    await self._run_item(item, slot)
+                except _RunProblem as exc:
+                    self.stop_dispatch(str(exc))
+                finally:
+                    self.running_items -= 1
+                    self.pool.release(slot)
+        finally:
+            self._live_workers -= 1
 
     async def _acquire(self) -> RolloutServerSlot | None:
         """A server slot, or None once dispatching stopped while waiting for one."""
@@ -189,7 +294,7 @@ class EvalRunner:
     async def _run_item(self, item: WorkItem, slot: RolloutServerSlot) -> None:
         row = self.rows[item.row_index]
         settings = self.settings
-        rollout_id = uuid.uuid4().hex
+        rollout_id = self._next_ids.pop(item.key, None) or uuid.uuid4().hex
         options = RequestOptions(
             initial_messages=tuple(row.initial_messages()),
             chat_completions_url=settings.chat_completions_url(rollout_id),
@@ -229,9 +334,10 @@ class EvalRunner:
                 return
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
         self.in_flight[rollout_id] = started
+        self._attempts[rollout_id] = item
         try:
             if self.interrupted:  # admitted while the interrupt was winding the others down
-                await self._wind_down([record])
+                await self._wind_down([record], cancel=self._cancel_in_flight)
             await self._await_result(item, record, slot, started, generation)
         finally:
             del self.in_flight[rollout_id]
@@ -254,8 +360,8 @@ class EvalRunner:
     ) -> str:
         """Send a rollout outside the work items (the dashboard's new rollout and re-run),
         the way the workers send theirs: to a free server, to the run's model, tracked on the
-        board (with the rows of the rollout it re-runs). It is never journaled. Returns its
-        id; an admission failure is raised."""
+        board, marked `manual`. It is never journaled. Returns its id; an admission failure
+        is raised."""
         slot = await self.pool.acquire()
         rollout_id = uuid.uuid4().hex
         options = replace(
@@ -273,6 +379,8 @@ class EvalRunner:
         except BaseException:
             self.pool.release(slot)
             raise
+        record.manual = True
+        self.manual_sent += 1
         assert record.handle is not None
         record.handle.result_task.add_done_callback(lambda _task: self.pool.release(slot))
         return record.rollout_id
@@ -350,9 +458,12 @@ class EvalRunner:
             )
         except asyncio.CancelledError:
             if handle.result_task.cancelled():
-                return  # stopped tracking locally: the item stays pending
+                # Stopped tracking locally: the item stays pending (and can still be requeued).
+                return
             raise
         except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
+            if not self._claim(record):
+                return
             await self.board.cancel_on_server([record.rollout_id])
             self.board.stop_tracking([record.rollout_id])  # no longer watched: not "running"
             self._finish(
@@ -360,6 +471,8 @@ class EvalRunner:
             )
             return
         except (RolloutProtocolError, httpx.HTTPError, OSError) as exc:
+            if not self._claim(record):
+                return
             reward = invalid_reward(exc) if isinstance(exc, RolloutProtocolError) else None
             if reward is not None:  # this item's result, not the server, is at fault
                 logger.warning(
@@ -382,7 +495,13 @@ class EvalRunner:
             raise _RunProblem(
                 f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
             ) from exc
-        self._finish(item, record.rollout_id, result, started)
+        if self._claim(record):
+            self._finish(item, record.rollout_id, result, started)
+
+    def _claim(self, record: RolloutRecord) -> bool:
+        """Take the attempt's outcome as its item's; False when the item was requeued
+        meanwhile (it runs again under another id: this outcome is nobody's)."""
+        return self._attempts.pop(record.rollout_id, None) is not None
 
     async def _began_draining(self, slot: RolloutServerSlot) -> bool:
         """After a 503: whether the server now says it takes no new rollouts (its shutdown

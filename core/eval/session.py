@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 
 from core.board import RolloutBoard
+from core.eval.control import RunControl
+from core.eval.dispatch_gate import within_capacity
 from core.eval.embedded import demo_rollout_server
 from core.eval.event_receiver import EventReceiver, EventReceiverError
 from core.eval.gateway import ModelGateway
@@ -68,12 +70,16 @@ class EvalSession:
         self.redactor = Redactor(
             [plan.request.llm_api_key, plan.request.server_api_key, *plan.secrets.values()]
         )
+        #: Pause and resume dispatch, max-in-flight, requeue: the front end's controls, each
+        #: recorded in logs.txt and transitions.jsonl.
+        self.control = RunControl()
         # Through `_redact`: the redactor learns the gateway's bearer once it exists.
         self.board = RolloutBoard(
             stuck_after_sec=plan.request.stuck_after_sec,
             redact=self._redact,
             on_transition=self._write_transition,
             on_cancel=self._write_cancel,
+            on_untrack=self.control.untracked,
         )
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
@@ -118,15 +124,19 @@ class EvalSession:
         *,
         row_index: int | None = None,
         source_row_index: int | None = None,
+        rerun_of: str | None = None,
     ) -> str:
         """Send a rollout outside the work items through the runner's own dispatch (see
-        `EvalRunner.submit`); returns its id. Before the servers are up there is nowhere to send
-        it: `RuntimeError`."""
+        `EvalRunner.submit`), a re-run of `rerun_of` or a new one, recorded as sent by hand;
+        returns its id. Before the servers are up there is nowhere to send it:
+        `RuntimeError`."""
         if self._runner is None:
             raise RuntimeError("the servers are not ready yet")
-        return await self._runner.submit(
+        rollout_id = await self._runner.submit(
             options, row_index=row_index, source_row_index=source_row_index
         )
+        self.control.sent_by_hand(self.board.records[rollout_id], rerun_of=rerun_of)
+        return rollout_id
 
     def progress(self) -> Progress:
         """How far the run is, counted as its metrics.json will count it, and what is left."""
@@ -223,6 +233,7 @@ class EvalSession:
             results = self.results = dict(done)
             self.on_start(plan.run_name, len(todo), recorded)
             self._transitions = transitions
+            self.control.record_to(log, transitions)
 
             def finished(result: ItemResult) -> None:
                 if result.error_type is not None:  # a server's error text may quote a key
@@ -354,6 +365,7 @@ class EvalSession:
             on_result=finished,
         )
         self._runner = runner
+        self.control.steer(runner)
         if self._interrupt is not None:  # came after the startup had ended, before this line
             await runner.interrupt(cancel_in_flight=self._interrupt)
         outcome = await runner.run()
@@ -506,13 +518,13 @@ class EvalSession:
         """--max-in-flight, else batch_size, else the servers' capacity, else 1; capped by it."""
         capacity = pool.advertised_capacity()
         wanted = self.plan.request.max_in_flight or self.plan.batch_size or capacity or 1
-        return min(wanted, capacity) if capacity else wanted
+        return within_capacity(wanted, capacity)
 
     def _write_transition(self, record: RolloutRecord, mark: PhaseMark) -> None:
-        """The board's `on_transition`: a work item's status change as a poll or the server
-        reported it, in transitions.jsonl."""
+        """The board's `on_transition`: a rollout's status change as a poll or the server
+        reported it, in transitions.jsonl (a rollout sent by hand's too: a replay shows it)."""
         transitions = self._transitions
-        if transitions is None or record.row_index is None or record.run_index is None:
+        if transitions is None:
             return
         # The admission's status is always the first line of a rollout (the board accounts
         # for it before anything else): a replay tells unrequested grading from missed.
@@ -536,7 +548,7 @@ class EvalSession:
         dashboard), then the server's answer, each written as it happens, so a run killed
         afterwards keeps them."""
         transitions = self._transitions
-        if transitions is None or record.row_index is None or record.run_index is None:
+        if transitions is None:
             return
         answered = cancel.disposition is not None or cancel.error is not None
         transitions.cancel_request(

@@ -46,6 +46,33 @@ def test_transition_records_and_their_shapes(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
+def test_what_the_user_did_has_records_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "transitions.jsonl"
+    with TransitionLog(path) as log:
+        log.control("pause", t=1.0)
+        log.control("max_in_flight", t=1.5, value=3)
+        log.control("resume", t=2.0)
+        log.untrack("r1", 0, 1, t=2.5)
+        log.requeue("r2", "r3", 4, 0, t=3.0)
+        log.record("m1", None, None, "queued", 3.5, grade=True)
+        log.manual("m1", None, t=3.5)
+        log.manual("m2", 4, t=4.0, rerun_of="r3")
+        log.untrack("m2", 4, None, t=4.5)
+    assert list(read_transitions(path))[1:] == [
+        {"kind": "control", "action": "pause", "t": 1.0},
+        {"kind": "control", "action": "max_in_flight", "value": 3, "t": 1.5},
+        {"kind": "control", "action": "resume", "t": 2.0},
+        {"kind": "untrack", "rollout_id": "r1", "row_index": 0, "run_index": 1, "t": 2.5},
+        {"kind": "requeue", "rollout_id": "r2", "new_rollout_id": "r3", "row_index": 4,
+         "run_index": 0, "t": 3.0},
+        {"kind": "status", "rollout_id": "m1", "status": "queued", "t": 3.5, "source": "poll",
+         "grade": True},
+        {"kind": "manual", "rollout_id": "m1", "t": 3.5},
+        {"kind": "manual", "rollout_id": "m2", "row_index": 4, "rerun_of": "r3", "t": 4.0},
+        {"kind": "untrack", "rollout_id": "m2", "row_index": 4, "t": 4.5},
+    ]  # fmt: skip
+
+
 def test_enum_statuses_are_written_as_their_values(tmp_path: Path) -> None:
     from core.types import CancelDisposition, RolloutStatus
 

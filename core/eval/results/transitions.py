@@ -1,4 +1,5 @@
-"""`transitions.jsonl` of an eval run (EVAL.md §6): every observed status change.
+"""`transitions.jsonl` of an eval run (EVAL.md §6, §8): every observed status change, and what
+the user did in the run.
 
 Diagnostic, buffered, read by `osmosis-tui replay`. Every line is a JSON object with a `kind`
 and `t` (seconds since the session started, rounded to the millisecond); keys whose value
@@ -7,7 +8,7 @@ would be null are left out:
 - `{"kind": "session", "t": 0.0, "started_at": ISO-8601 UTC}`: first line written by each
   process that opens the log. A resumed run appends a new session, and `t` restarts at 0
   there, so a reader groups lines by session.
-- `{"kind": "status", "rollout_id", "row_index", "run_index", "source_row_index", "status",
+- `{"kind": "status", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?, "status",
   "t", "source", "grade"?, "server_time"?, "event_sequence"?, "server_id"?}`: a status change
   (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or whatever
   the server reported) as one source saw it. `source` `poll`: a poll of the result endpoint
@@ -17,16 +18,30 @@ would be null are left out:
   both sources saw has a line from each. `grade` (whether grading was asked for) is on a
   rollout's first line. A line without `kind` is read as this one, one without `source` as
   a poll's (logs of older versions).
-- `{"kind": "cancel_request", "rollout_id", "row_index", "run_index", "source_row_index", "t",
+- `{"kind": "cancel_request", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?, "t",
   "disposition"?, "error"?, "reply_t"?}`: a cancel was requested at `t`. Written when it is
   asked for, then once more when the server answered: the same line with `disposition`
   (`cancelled_queued`, `cancelled_running`, `not_found`) or `error` (a failed request) and
   `reply_t`, when the answer came. The last line per rollout and `t` is the latest word;
   logs of older versions hold only the answered line, without `reply_t`.
+- `{"kind": "untrack", "rollout_id", "row_index"?, "run_index"?, "t"}`: the run stopped
+  following the rollout at `t` (the dashboard's `x`, or a rollout that did not end after its
+  cancel); the server keeps it until its lease ends.
+- `{"kind": "manual", "rollout_id", "row_index"?, "rerun_of"?, "t"}`: a rollout sent by hand
+  from the dashboard (a new one; a re-run of `rerun_of`, keeping its row), right after its
+  first status line. It is no work item's attempt: never in events.jsonl, nor in the progress.
+- `{"kind": "requeue", "rollout_id", "new_rollout_id", "row_index", "run_index", "t"}`: the
+  work item of `rollout_id` runs again under `new_rollout_id`: the old one is cancelled (its
+  `cancel_request` lines follow) and its outcome is not the item's; the new one's status
+  lines follow once dispatch sends it (a run that ends first never does).
+- `{"kind": "control", "action", "value"?, "t"}`: the run's dispatch was steered: `action`
+  `pause` (no new work item is sent; those in flight go on), `resume`, or `max_in_flight`
+  with the limit set as `value` (within the servers' capacity).
 
 `row_index` and `run_index` name the work item as the journal does (`row_index`: the position
-among the selected rows); `source_row_index` is the dataset's own row, the one a replay shows
-(logs of older versions lack it).
+among the selected rows), absent only for a rollout sent by hand (a re-run has the
+`row_index` of the rollout it repeats); `source_row_index` is the dataset's own row, the one
+a replay shows (logs of older versions lack it).
 """
 
 from __future__ import annotations
@@ -114,8 +129,8 @@ class TransitionLog(AppendFile):
     def record(
         self,
         rollout_id: str,
-        row_index: int,
-        run_index: int,
+        row_index: int | None,
+        run_index: int | None,
         status: str,
         t: float,
         *,
@@ -157,8 +172,8 @@ class TransitionLog(AppendFile):
     def cancel_request(
         self,
         rollout_id: str,
-        row_index: int,
-        run_index: int,
+        row_index: int | None,
+        run_index: int | None,
         *,
         t: float,
         source_row_index: int | None = None,
@@ -181,6 +196,59 @@ class TransitionLog(AppendFile):
                 "reply_t": None if reply_t is None else round(reply_t, 3),
             }
         )
+
+    def untrack(
+        self, rollout_id: str, row_index: int | None, run_index: int | None, *, t: float
+    ) -> None:
+        """The run stopped following a rollout at `t`."""
+        self._write(
+            {
+                "kind": "untrack",
+                "rollout_id": rollout_id,
+                "row_index": row_index,
+                "run_index": run_index,
+                "t": t,
+            }
+        )
+
+    def manual(
+        self, rollout_id: str, row_index: int | None, *, t: float, rerun_of: str | None = None
+    ) -> None:
+        """A rollout sent by hand at `t` (a re-run of `rerun_of`)."""
+        self._write(
+            {
+                "kind": "manual",
+                "rollout_id": rollout_id,
+                "row_index": row_index,
+                "rerun_of": rerun_of,
+                "t": t,
+            }
+        )
+
+    def requeue(
+        self,
+        rollout_id: str,
+        new_rollout_id: str,
+        row_index: int | None,
+        run_index: int | None,
+        *,
+        t: float,
+    ) -> None:
+        """At `t`, the work item of `rollout_id` was given `new_rollout_id` to run again."""
+        self._write(
+            {
+                "kind": "requeue",
+                "rollout_id": rollout_id,
+                "new_rollout_id": new_rollout_id,
+                "row_index": row_index,
+                "run_index": run_index,
+                "t": t,
+            }
+        )
+
+    def control(self, action: str, *, t: float, value: int | None = None) -> None:
+        """The dispatch was steered at `t`: `pause`, `resume`, or `max_in_flight` = `value`."""
+        self._write({"kind": "control", "action": action, "value": value, "t": t})
 
     def _write(self, record: dict[str, Any]) -> None:
         record["t"] = round(float(record["t"]), 3)

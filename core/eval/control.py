@@ -1,0 +1,188 @@
+"""Steering a running eval from its front end (DESIGN.md §2), and the record of it: pause and
+resume dispatch, change max-in-flight, requeue a work item; also every rollout the run stops
+tracking and every rollout sent by hand.
+
+The runner does what is asked (`EvalRunner.pause_dispatch` and the rest); this keeps the
+record, so that the log tells what happened to the run and a replay can show it: one line in
+logs.txt (step `control`, the official line format) and one in transitions.jsonl (the kinds
+`control`, `requeue`, `untrack` and `manual` documented in `core.eval.results.transitions`)
+for each. No results file changes: events.jsonl and the snapshots stay as official.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from core.eval.dispatch_gate import DispatchState
+from core.eval.runner import ControlRefused
+
+if TYPE_CHECKING:
+    from core.eval.results.logs import RunLog
+    from core.eval.results.transitions import TransitionLog
+    from core.eval.runner import EvalRunner
+    from core.rollout_record import RolloutRecord
+
+CONTROL_STEP = "control"
+
+
+class RunControl:
+    """The controls of one eval session. Before its runner exists only a pause can be asked
+    for: it holds from the first work item on."""
+
+    def __init__(self) -> None:
+        self._runner: EvalRunner | None = None
+        self._log: RunLog | None = None
+        self._transitions: TransitionLog | None = None
+        self._paused_early = False
+
+    def record_to(self, log: RunLog, transitions: TransitionLog) -> None:
+        """The run's folder is open: every action from now on is written there (and a pause
+        asked for before, now)."""
+        self._log, self._transitions = log, transitions
+        if self._paused_early:
+            self._record_pause()
+
+    def steer(self, runner: EvalRunner) -> None:
+        """The runner exists: the controls act on it."""
+        self._runner = runner
+        if self._paused_early:
+            runner.pause_dispatch()
+
+    def state(self) -> DispatchState:
+        runner = self._runner
+        if runner is None:
+            return DispatchState(paused=self._paused_early)
+        return DispatchState(
+            paused=runner.gate.paused,
+            max_in_flight=runner.gate.limit,
+            in_flight=runner.running_items,
+            manual=runner.manual_sent,
+        )
+
+    # -- the controls ----------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Send no new work item until `resume`; those in flight go on."""
+        if self.state().paused:
+            return
+        if self._runner is None:
+            self._paused_early = True
+        else:
+            self._runner.pause_dispatch()
+        self._record_pause()
+
+    def resume(self) -> None:
+        if not self.state().paused:
+            return
+        self._paused_early = False
+        if self._runner is not None:
+            self._runner.resume_dispatch()
+        self._record("dispatch resumed", action="resume")
+
+    def set_max_in_flight(self, limit: int) -> int:
+        """Run up to `limit` work items at once, within the servers' capacity (lowering it
+        cancels nothing); returns the limit set."""
+        runner = self._steered()
+        before = runner.gate.limit
+        limit_set = runner.set_max_in_flight(limit)
+        if limit_set != before:
+            self._record(
+                f"max in flight {before} -> {limit_set}",
+                action="max_in_flight",
+                value=limit_set,
+                details={"max_in_flight": limit_set, "requested": limit},
+            )
+        return limit_set
+
+    def requeue(self, rollout_id: str) -> str:
+        """Cancel a work item's rollout on its server and run the item again under a new id,
+        which is returned (`EvalRunner.requeue`; `ControlRefused` when it cannot be)."""
+        runner = self._steered()
+        new_id = runner.requeue(rollout_id)
+        record = runner.board.records[rollout_id]
+        details = {
+            "new_rollout_id": new_id,
+            "rollout_id": rollout_id,
+            "row_index": record.row_index,
+            "run_index": record.run_index,
+        }
+        if self._log is not None:
+            self._log.write(
+                "work item requeued: its rollout is cancelled and the item runs again under "
+                "a new id",
+                step=CONTROL_STEP,
+                details=details,
+            )
+        transitions = self._transitions
+        if transitions is not None:
+            transitions.requeue(
+                rollout_id, new_id, record.row_index, record.run_index, t=transitions.elapsed()
+            )
+        return new_id
+
+    # -- what the run records besides (the board's and the session's hooks) ---------------
+
+    def untracked(self, record: RolloutRecord) -> None:
+        """The board's `on_untrack`: the run no longer follows `record`."""
+        if self._log is not None:
+            self._log.write(
+                "stopped tracking a rollout; its server keeps it until its lease ends",
+                step=CONTROL_STEP,
+                details={
+                    "rollout_id": record.rollout_id,
+                    "row_index": record.row_index,
+                    "run_index": record.run_index,
+                },
+            )
+        transitions = self._transitions
+        if transitions is not None:
+            transitions.untrack(
+                record.rollout_id, record.row_index, record.run_index, t=transitions.elapsed()
+            )
+
+    def sent_by_hand(self, record: RolloutRecord, *, rerun_of: str | None = None) -> None:
+        """A rollout was sent by hand (`EvalSession.submit`): outside the work items."""
+        if self._log is not None:
+            self._log.write(
+                "rollout sent by hand, outside the work items",
+                step=CONTROL_STEP,
+                details={
+                    "rerun_of": rerun_of,
+                    "rollout_id": record.rollout_id,
+                    "row_index": record.row_index,
+                },
+            )
+        transitions = self._transitions
+        if transitions is not None:
+            transitions.manual(
+                record.rollout_id, record.row_index, t=transitions.elapsed(), rerun_of=rerun_of
+            )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _steered(self) -> EvalRunner:
+        if self._runner is None:
+            raise ControlRefused("the servers are not ready yet")
+        return self._runner
+
+    def _record_pause(self) -> None:
+        self._record(
+            "dispatch paused: no new work item is sent; those in flight go on",
+            action="pause",
+            details={"in_flight": self.state().in_flight},
+        )
+
+    def _record(
+        self,
+        message: str,
+        *,
+        action: str,
+        value: int | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        if self._log is not None:
+            self._log.write(message, step=CONTROL_STEP, details=details)
+        transitions = self._transitions
+        if transitions is not None:
+            transitions.control(action, t=transitions.elapsed(), value=value)

@@ -1,0 +1,77 @@
+"""When the eval runner's workers may send the next work item (EVAL.md §7, and the dashboard's
+pause and max-in-flight keys, DESIGN.md §2): never while dispatch is paused, and by no more
+workers than the limit.
+
+Neither cancels anything. While paused, the items in flight go on and no new one is sent.
+A lowered limit only stops dispatching: the workers over it retire as they come back for
+their next item, so the rollouts in flight drop to the new limit as they end. The limit is
+capped by the servers' advertised capacity (`within_capacity`), as the run's first one is,
+and is never below 1 (that would be a pause). `DispatchState` is what a front end shows of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+
+def within_capacity(wanted: int, capacity: int | None) -> int:
+    """`wanted` rollouts in flight, capped by the servers' advertised `capacity` (None: they
+    advertise none, so nothing caps it); at least 1."""
+    return max(1, min(wanted, capacity) if capacity else wanted)
+
+
+@dataclass(frozen=True)
+class DispatchState:
+    """What a front end shows of the run's dispatch."""
+
+    #: No new work item is sent (those in flight go on).
+    paused: bool
+    #: The most work items in flight at once; None until the servers are up (the run's
+    #: first limit depends on their capacity).
+    max_in_flight: int | None = None
+    #: Work items in flight now.
+    in_flight: int = 0
+    #: Rollouts sent by hand so far: beside the work items, never in the progress.
+    manual: int = 0
+
+
+class DispatchGate:
+    """The pause and the limit the runner's workers look at before each work item."""
+
+    def __init__(self, limit: int) -> None:
+        #: How many workers may send work items at once: the run's max-in-flight.
+        self.limit = max(1, limit)
+        #: No new work item is sent while this holds.
+        self.paused = False
+        #: Workers waiting for the next change now (held by the pause).
+        self.waiting = 0
+        # Replaced at each change: everyone waiting on the old one wakes up.
+        self._change = asyncio.Event()
+
+    def pause(self) -> None:
+        self.paused = True
+        self.notify()
+
+    def resume(self) -> None:
+        self.paused = False
+        self.notify()
+
+    def set_limit(self, wanted: int, capacity: int | None) -> int:
+        """Make `wanted` the limit, within the servers' `capacity`; returns the limit set."""
+        self.limit = within_capacity(wanted, capacity)
+        self.notify()
+        return self.limit
+
+    def notify(self) -> None:
+        """Wake every worker waiting for a change (also when dispatch stops for good)."""
+        self._change.set()
+        self._change = asyncio.Event()
+
+    async def next_change(self) -> None:
+        """Return at the next pause, resume, limit or `notify`."""
+        self.waiting += 1
+        try:
+            await self._change.wait()
+        finally:
+            self.waiting -= 1
