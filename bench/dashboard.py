@@ -17,6 +17,7 @@ from textual import events
 from textual.strip import Strip
 
 from core.board import RolloutBoard
+from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.types import RolloutStatus
 from tui.app import create_app
@@ -63,6 +64,18 @@ class SyntheticSource:
         raise RuntimeError("read-only")
 
     async def rerun(self, rollout_id: str) -> str:
+        raise RuntimeError("read-only")
+
+    def dispatch(self) -> DispatchState | None:
+        return None
+
+    def pause_dispatch(self, paused: bool) -> None:
+        raise RuntimeError("read-only")
+
+    def set_max_in_flight(self, limit: int) -> int:
+        raise RuntimeError("read-only")
+
+    def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("read-only")
 
 

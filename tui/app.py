@@ -6,7 +6,7 @@ tracking locally, submit, re-run. Errors become toasts, row flags and event-log 
 never end the app.
 
 The keys and when each applies are in bindings.py; the keys that take more than one step
-(cancel, submit, quit) hand over to their flow in flows/. Every way out (`q`, ctrl+q, ctrl+c,
+(cancel, submit, quit, steering the dispatch) hand over to their flow in flows/. Every way out (`q`, ctrl+q, ctrl+c,
 the palette's Quit) is the quit flow's.
 
 Once the source's work has ended, the app's time stops there (`now`): the clock, the ETA,
@@ -33,6 +33,7 @@ from core.eval.safe_text import replace_unsafe
 from core.rollout_record import RolloutRecord
 from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
 from tui.flows.cancel import CancelFlow
+from tui.flows.control import ControlFlow
 from tui.flows.quit import QuitFlow
 from tui.flows.submit import SubmitFlow
 from tui.screens.dialogs import HelpScreen
@@ -119,6 +120,7 @@ class DashboardApp(App[None]):
         self.cancel_flow = CancelFlow(self)
         self.submit_flow = SubmitFlow(self)
         self.quit_flow = QuitFlow(self)
+        self.control_flow = ControlFlow(self)
         self._shown_details: str | None = None
         #: The app's time when it saw the source's work end: `now` stays there.
         self._ended_at: float | None = None
@@ -250,6 +252,7 @@ class DashboardApp(App[None]):
         """Header, summary strip and status line, from the board and the source as they are."""
         now = self.now()
         elapsed = now - self.board.started_at
+        dispatch = self.source.dispatch()
         self.header.show(self.source.title, self.source.subtitle, self.source.servers(), elapsed)
         self.summary.show(
             self.board,
@@ -257,6 +260,7 @@ class DashboardApp(App[None]):
             self.source.progress(),
             elapsed,
             ended=self._ended_at is not None,
+            manual=dispatch.manual if dispatch is not None else 0,
         )
         self.status_line.show(
             self.table_view,
@@ -265,6 +269,7 @@ class DashboardApp(App[None]):
             marked=len(self.table.marks),
             paused=self.paused,
             read_only=self.source.read_only,
+            dispatch=dispatch,
         )
 
     def _log_new_problems(self, changed: Iterable[str]) -> None:
@@ -428,6 +433,16 @@ class DashboardApp(App[None]):
 
     def action_help_quit(self) -> None:
         self.quit_flow.request()
+    # -- steering the dispatch (flows/control.py) ---------------------------------------------
+
+    def action_pause_dispatch(self) -> None:
+        self.control_flow.toggle_pause()
+
+    def action_max_in_flight(self, step: int) -> None:
+        self.control_flow.step_limit(step)
+
+    def action_requeue(self) -> None:
+        self.control_flow.ask_requeue()
 
     # -- command palette ---------------------------------------------------------------------
 

@@ -20,7 +20,17 @@ from tui.widgets.format import CHIP_STATUSES
 
 # Steering the run: hidden on a replay, which is read-only.
 LIVE_ACTIONS = frozenset(
-    {"cancel_server", "untrack", "mark", "cancel_marked", "new_rollout", "rerun"}
+    {
+        "cancel_server",
+        "untrack",
+        "mark",
+        "cancel_marked",
+        "new_rollout",
+        "rerun",
+        "requeue",
+        "pause_dispatch",
+        "max_in_flight",
+    }
 )
 # Playback: only a replay has it.
 REPLAY_ACTIONS = frozenset({"step", "speed"})
@@ -78,6 +88,39 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         "Re-run",
         tooltip="Run the selected finished rollout again, with a new id",
         id="rollout.rerun",
+    ),
+    Binding(
+        "R",
+        "requeue",
+        "Requeue",
+        tooltip="Cancel the selected (or marked) rollouts, run them again",
+        show=False,
+        id="rollout.requeue",
+    ),
+    # Dispatch: `[`/`]`, not `-`/`+`, which are the replay's speed.
+    Binding(
+        "P",
+        "pause_dispatch",
+        "Dispatch",
+        tooltip="Pause or resume sending work items (those in flight go on)",
+        show=False,
+        id="dispatch.pause",
+    ),
+    Binding(
+        "right_square_bracket",
+        "max_in_flight(1)",
+        "More in flight",
+        tooltip="Raise max-in-flight by one (up to the servers' capacity)",
+        show=False,
+        id="dispatch.more",
+    ),
+    Binding(
+        "left_square_bracket",
+        "max_in_flight(-1)",
+        "Fewer in flight",
+        tooltip="Lower max-in-flight by one (cancels nothing)",
+        show=False,
+        id="dispatch.fewer",
     ),
     Binding(
         "slash",
@@ -182,6 +225,14 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
         return source.can_send or None
     if action == "transcript":
         return record is not None or None
+    if action == "requeue":
+        return source.can_send or None  # the flow says which of the rollouts can be
+    if action in ("pause_dispatch", "max_in_flight"):
+        state = source.dispatch()
+        if state is None or source.finished:
+            return None
+        # A pause can be asked for while the servers start; the limit is known once they are up.
+        return (action == "pause_dispatch" or state.max_in_flight is not None) or None
     return True
 
 

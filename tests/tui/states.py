@@ -21,6 +21,7 @@ from textual._doc import take_svg_screenshot
 from textual.pilot import Pilot
 
 from core.board import RolloutBoard
+from core.eval.dispatch_gate import DispatchState
 from core.eval.model_calls import ModelCall
 from core.eval.results import reward_stats
 from core.eval.results.metrics import Progress
@@ -121,6 +122,18 @@ class StaticSource:
         raise RuntimeError("a static snapshot board sends nothing")
 
     async def rerun(self, rollout_id: str) -> str:
+        raise RuntimeError("a static snapshot board sends nothing")
+
+    def dispatch(self) -> DispatchState | None:
+        return None
+
+    def pause_dispatch(self, paused: bool) -> None:
+        raise RuntimeError("a static snapshot board sends nothing")
+
+    def set_max_in_flight(self, limit: int) -> int:
+        raise RuntimeError("a static snapshot board sends nothing")
+
+    def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("a static snapshot board sends nothing")
 
 

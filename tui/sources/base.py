@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from core.board import RolloutBoard
+from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 
 
@@ -106,4 +107,25 @@ class DashboardSource(Protocol):
 
     async def rerun(self, rollout_id: str) -> str:
         """Send a finished rollout's request again under a new id; returns the new id."""
+        ...
+
+    # -- steering the dispatch (a live run only) ---------------------------------------------
+
+    def dispatch(self) -> DispatchState | None:
+        """The run's dispatch as it is now (paused, max-in-flight, in flight, sent by hand);
+        None when there is none to steer (a replay)."""
+        ...
+
+    def pause_dispatch(self, paused: bool) -> None:
+        """Stop sending new work items (those in flight go on), or send them again."""
+        ...
+
+    def set_max_in_flight(self, limit: int) -> int:
+        """Change the most work items in flight at once (lowering it cancels nothing); returns
+        the limit set, within the servers' capacity."""
+        ...
+
+    def requeue(self, rollout_id: str) -> str:
+        """Cancel a work item's rollout on its server and run the item again under a new id;
+        returns the new id."""
         ...

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.eval import EvalPlan, EvalSession, EvalSummary
+from core.eval.dispatch_gate import DispatchState
 from core.eval.gateway_errors import GatewayError
 from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
@@ -165,5 +166,23 @@ class EvalSource:
         if record.options is None:
             raise ValueError(f"no request is known for {rollout_id}")
         return await self.session.submit(
-            record.options, row_index=record.row_index, source_row_index=record.source_row_index
+            record.options,
+            row_index=record.row_index,
+            source_row_index=record.source_row_index,
+            rerun_of=rollout_id,
         )
+
+    def dispatch(self) -> DispatchState | None:
+        return self.session.control.state()
+
+    def pause_dispatch(self, paused: bool) -> None:
+        if paused:
+            self.session.control.pause()
+        else:
+            self.session.control.resume()
+
+    def set_max_in_flight(self, limit: int) -> int:
+        return self.session.control.set_max_in_flight(limit)
+
+    def requeue(self, rollout_id: str) -> str:
+        return self.session.control.requeue(rollout_id)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.board import RolloutBoard
+from core.eval.dispatch_gate import DispatchState
 from core.eval.errors import EvalError
 from core.eval.nesting import load_json
 from core.eval.results.events import Journal
@@ -323,4 +324,16 @@ class ReplaySource:
         raise RuntimeError("a replay is read-only")
 
     async def rerun(self, rollout_id: str) -> str:
+        raise RuntimeError("a replay is read-only")
+
+    def dispatch(self) -> DispatchState | None:
+        return None
+
+    def pause_dispatch(self, paused: bool) -> None:
+        raise RuntimeError("a replay is read-only")
+
+    def set_max_in_flight(self, limit: int) -> int:
+        raise RuntimeError("a replay is read-only")
+
+    def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("a replay is read-only")

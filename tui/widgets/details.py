@@ -51,6 +51,29 @@ def _source(mark: PhaseMark) -> str:
     return f"server, poll +{max(0.0, mark.polled_at - mark.at):.3f}s"
 
 
+def _origin(record: RolloutRecord) -> list[tuple[str, RenderableType]]:
+    """Whether the rollout is a work item's attempt that counts: one sent by hand never does,
+    a requeued one no longer does."""
+    rows: list[tuple[str, RenderableType]] = []
+    if record.manual:
+        rows.append(
+            ("manual", Text("sent by hand: outside the work items, not in the progress", "cyan"))
+        )
+    if record.requeued_as is not None:
+        rows.append(
+            (
+                "requeued",
+                Text.assemble(
+                    "its work item runs again as ",
+                    (record.requeued_as, "bold"),
+                    "; this attempt is not its result",
+                    style="yellow",
+                ),
+            )
+        )
+    return rows
+
+
 def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> RenderableType:
     """The whole pane's content for one rollout."""
     result = record.latest_result
@@ -72,6 +95,9 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
             ]
         )
     )
+    origin = _origin(record)
+    if origin:
+        sections.append(_pairs(origin))
 
     # Three columns, the middle one wrapping: a skipped phase's reason takes the place of
     # its time, so that it stays readable in a narrow pane.

@@ -1,10 +1,13 @@
-"""The line under the table: how many rollouts show, the filters and sort, marks, pause."""
+"""The line under the table: how many rollouts show, the filters and sort, marks, the run's
+dispatch, pause."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
+from core.eval.dispatch_gate import DispatchState
+from tui.widgets.dispatch_state import dispatch_text
 from tui.widgets.table_view import SORTS, TableView
 
 
@@ -29,6 +32,7 @@ class StatusLine(Static):
         marked: int,
         paused: bool,
         read_only: bool,
+        dispatch: DispatchState | None = None,
     ) -> None:
         filters = view.filters()
         line = Text(no_wrap=True, overflow="ellipsis")
@@ -38,6 +42,7 @@ class StatusLine(Static):
         line.append(f"  sort: {SORTS[view.sort]}")
         if marked:
             line.append(f"  {marked} marked", "yellow")
+        line.append_text(dispatch_text(dispatch))
         if paused:
             line.append("  PAUSED (p resumes)", "bold yellow")
         if read_only:

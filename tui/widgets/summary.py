@@ -116,8 +116,10 @@ class SummaryStrip(Static):
         elapsed: float,
         *,
         ended: bool = False,
+        manual: int = 0,
     ) -> None:
-        """`ended`: the work is over; what is left waits for a resume, and has no ETA."""
+        """`ended`: the work is over; what is left waits for a resume, and has no ETA.
+        `manual`: rollouts sent by hand, on the board but outside the progress."""
         chips = Text(no_wrap=True, overflow="ellipsis")
         # First: what the table cannot show, as no rollout exists for it yet.
         waiting = progress.not_dispatched
@@ -140,6 +142,8 @@ class SummaryStrip(Static):
         bar.append("█" * filled, "green")
         bar.append("░" * (width - filled), "dim")
         bar.append(f" {progress.done}/{progress.total}")
+        if manual:
+            bar.append(f" +{manual} manual", "dim")
         if progress.pass_rate is not None:
             bar.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
         if not ended and progress.left:

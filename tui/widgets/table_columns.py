@@ -136,12 +136,17 @@ def model_activity(record: RolloutRecord, now: float) -> tuple[str, str]:
 
 
 def flags(record: RolloutRecord, board: RolloutBoard, now: float) -> list[str]:
-    """What needs an eye: stuck, untracked, the last cancel, polling trouble."""
+    """What needs an eye: sent by hand, stuck, untracked, requeued, the last cancel, polling
+    trouble."""
     named = []
+    if record.manual:
+        named.append("manual")
     if board.is_stuck(record, now):
         named.append("stuck")
     if record.untracked:
         named.append("untracked")
+    if record.requeued_as is not None:
+        named.append("requeued")
     for cancel in record.cancels[-1:]:
         named.append(cancel.disposition or ("cancel failed" if cancel.error else "cancelling"))
     if record.poll_error and not record.finished:

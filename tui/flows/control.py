@@ -1,0 +1,124 @@
+"""Steering the run from the dashboard (`P`, `]`, `[`, `R`): pause and resume dispatch, raise
+or lower max-in-flight, and requeue rollouts after one confirmation. Each goes through the
+source, which records it in the run's logs.txt and transitions.jsonl; the event log says what
+became of it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from core.rollout_record import RolloutRecord
+from tui.screens.dialogs import ConfirmScreen
+
+if TYPE_CHECKING:
+    from tui.app import DashboardApp
+
+
+def can_requeue(record: RolloutRecord) -> bool:
+    """A work item's rollout that has not finished (in flight, or untracked and left to its
+    lease on the server), not requeued already."""
+    return (
+        not record.manual
+        and record.run_index is not None
+        and record.client is not None
+        and not record.finished
+        and record.requeued_as is None
+    )
+
+
+class ControlFlow:
+    """Acts on the run's dispatch through the source, and says what it did."""
+
+    def __init__(self, app: DashboardApp) -> None:
+        self.app = app
+
+    def toggle_pause(self) -> None:
+        """`P`: pause dispatch, or resume it."""
+        app, source = self.app, self.app.source
+        state = source.dispatch()
+        if state is None:
+            return
+        source.pause_dispatch(not state.paused)
+        if state.paused:
+            app.report("dispatch resumed")
+        else:
+            app.report("dispatch paused: no new work item is sent; those in flight go on")
+        app.update_summary()
+
+    def step_limit(self, step: int) -> None:
+        """`]` and `[`: max-in-flight one up or down."""
+        app, source = self.app, self.app.source
+        state = source.dispatch()
+        if state is None or state.max_in_flight is None:
+            return
+        try:
+            limit = source.set_max_in_flight(state.max_in_flight + step)
+        except RuntimeError as exc:
+            app.report(f"could not change max in flight: {exc}", severity="error")
+            return
+        if limit == state.max_in_flight:
+            bound = "the servers' capacity" if step > 0 else "the least there is"
+            app.report(f"max in flight stays {limit}: {bound}", severity="warning")
+        elif limit < state.max_in_flight and state.in_flight > limit:
+            app.report(
+                f"max in flight {limit}: nothing is cancelled; no new work item is sent "
+                f"until fewer than {limit} are in flight"
+            )
+        else:
+            app.report(f"max in flight {limit}")
+        app.update_summary()
+
+    def ask_requeue(self) -> None:
+        """`R`: the marked rollouts that can be requeued, or, with none marked, the selected."""
+        app, table = self.app, self.app.table
+        if table.marks:
+            records = [record for record in app.board if record.rollout_id in table.marks]
+        else:
+            selected = app.selected()
+            records = [] if selected is None else [selected]
+        targets = [record for record in records if can_requeue(record)]
+        if not targets:
+            app.report(
+                "nothing to requeue: only a work item's rollout that has not finished can be",
+                severity="warning",
+            )
+            return
+        if len(targets) == 1:
+            record = targets[0]
+            question = Text.assemble(
+                "Requeue rollout ",
+                (record.rollout_id, "bold"),
+                f" (row {record.row_index}, try {record.run_index})?\n\n",
+                "It is cancelled on its server, and its work item runs again under a new id; "
+                "the cancelled attempt is not the item's result.",
+            )
+        else:
+            question = Text(
+                f"Requeue {len(targets)} marked rollouts?\n\nEach is cancelled on its server, "
+                "and its work item runs again under a new id."
+            )
+        ids = [record.rollout_id for record in targets]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._requeue(ids)
+
+        app.push_screen(ConfirmScreen(question), answered)
+
+    def _requeue(self, ids: list[str]) -> None:
+        app = self.app
+        app.table.clear_marks(ids)
+        for rollout_id in ids:
+            try:
+                new_id = app.source.requeue(rollout_id)
+            except RuntimeError as exc:
+                app.report(f"could not requeue {rollout_id[:10]}: {exc}", severity="error")
+                continue
+            paused = (state := app.source.dispatch()) is not None and state.paused
+            app.report(
+                f"requeued {rollout_id[:10]} as {new_id[:10]}"
+                + (" (sent once dispatch resumes)" if paused else "")
+            )
+        app.repaint()
