@@ -25,11 +25,13 @@ would be null are left out:
   `reply_t`, when the answer came. The last line per rollout and `t` is the latest word;
   logs of older versions hold only the answered line, without `reply_t`.
 - `{"kind": "untrack", "rollout_id", "row_index"?, "run_index"?, "t"}`: the run stopped
-  following the rollout at `t` (the dashboard's `x`, or a rollout that did not end after its
-  cancel); the server keeps it until its lease ends.
+  following the rollout at `t` (the dashboard's `x`, an interrupt that leaves the rollouts in
+  flight to their leases, a rollout that did not end after its cancel); the server keeps it
+  until its lease ends.
 - `{"kind": "manual", "rollout_id", "row_index"?, "rerun_of"?, "t"}`: a rollout sent by hand
-  from the dashboard (a new one; a re-run of `rerun_of`, keeping its row), right after its
-  first status line. It is no work item's attempt: never in events.jsonl, nor in the progress.
+  from the dashboard (a new one; a re-run of `rerun_of`, keeping its row), written once the
+  server admitted it, after the status lines it had by then. It is no work item's attempt:
+  never in events.jsonl, nor in the progress.
 - `{"kind": "requeue", "rollout_id", "new_rollout_id", "row_index", "run_index", "t"}`: the
   work item of `rollout_id` runs again under `new_rollout_id`: the old one is cancelled (its
   `cancel_request` lines follow) and its outcome is not the item's; the new one's status
