@@ -6,8 +6,8 @@ tracking locally, submit, re-run. Errors become toasts, row flags and event-log 
 never end the app.
 
 The keys and when each applies are in bindings.py; the keys that take more than one step
-(cancel, submit, quit, steering the dispatch) hand over to their flow in flows/. Every way out (`q`, ctrl+q, ctrl+c,
-the palette's Quit) is the quit flow's.
+(cancel, submit, quit, steering the dispatch) hand over to their flow in flows/. Every way
+out (`q`, ctrl+q, ctrl+c, the palette's Quit) is the quit flow's.
 
 Once the source's work has ended, the app's time stops there (`now`): the clock, the ETA,
 the durations and the sparkline stand still, and the end banner says why it ended and how
@@ -433,6 +433,7 @@ class DashboardApp(App[None]):
 
     def action_help_quit(self) -> None:
         self.quit_flow.request()
+
     # -- steering the dispatch (flows/control.py) ---------------------------------------------
 
     def action_pause_dispatch(self) -> None:
