@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from typing import Any
 
@@ -10,6 +12,13 @@ from core.eval import EvalPlan
 from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
 from tui.app import DashboardApp, create_app
 from tui.sources.live import EvalSource
+from tui.std_streams import forgiving_std_streams
+
+# A polite kill and the terminal closing end the dashboard as `q` then "leave" would: no new
+# rollouts, those in flight left to their leases, the results written (exit 1). A second
+# one exits at once (everything finished is already in events.jsonl). Ctrl-C is a key here.
+STOPS = (signal.SIGTERM, signal.SIGHUP)
+EXIT_INCOMPLETE = 1
 
 
 def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
@@ -30,17 +39,35 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
     if summary is None:
         print("the run did not finish; what finished is in the results folder", file=sys.stderr)
         return 1
-    print_report(RunReport(summary, plan, work_item_rollouts(source.board), rerun), mode)
+    # The terminal may be gone (the signal that ended the app was its hang-up): the report
+    # is lost then, never the exit status.
+    with forgiving_std_streams(f"its results are in {summary.folder}"):
+        print_report(RunReport(summary, plan, work_item_rollouts(source.board), rerun), mode)
     return 0 if summary.status == "complete" else 1
 
 
 async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
     """Run `app` (`run_options` as `App.run_async` takes them); however it ends (a quit, a
-    second `q` while the run winds down, an error anywhere in it), then end its source's work
-    and wait until the results are written."""
+    second `q` while the run winds down, an error anywhere in it, SIGTERM or SIGHUP), then end
+    its source's work and wait until the results are written."""
+    loop = asyncio.get_running_loop()
+    stops = 0
+
+    def stop() -> None:
+        nonlocal stops
+        stops += 1
+        if stops > 1:
+            os._exit(EXIT_INCOMPLETE)
+        app.exit()
+
+    for signum in STOPS:
+        loop.add_signal_handler(signum, stop)
     try:
         await app.run_async(**run_options)
     finally:
-        if not app.source.finished:
-            print("winding the run down and writing its results…", file=sys.stderr, flush=True)
-        await app.source.close()
+        with forgiving_std_streams("the run goes on to write its results"):
+            if not app.source.finished:
+                print("winding the run down and writing its results…", file=sys.stderr, flush=True)
+            await app.source.close()
+        for signum in STOPS:
+            loop.remove_signal_handler(signum)
