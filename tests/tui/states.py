@@ -25,7 +25,13 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.model_calls import ModelCall
 from core.eval.results import reward_stats
 from core.eval.results.metrics import Progress
-from core.rollout_record import CancelRequest, RecordedRollout, RequestOptions, RolloutRecord
+from core.rollout_record import (
+    CancelRequest,
+    PhaseMark,
+    RecordedRollout,
+    RequestOptions,
+    RolloutRecord,
+)
 from core.types import (
     CancelRolloutsResponse,
     RolloutErrorCategory,
@@ -425,6 +431,47 @@ def ended_source() -> StaticSource:
     )
 
 
+def _reported(board: RolloutBoard, n: int, steps: list[tuple[RolloutStatus, float]]) -> None:
+    """Ownership events of rollout `n` (PROTOCOL.md §8.1), as the board gets them."""
+    for sequence, (status, at) in enumerate(steps):
+        board.server_mark(
+            rollout_id(n),
+            PhaseMark(
+                status,
+                T0 + at,
+                "server",
+                server_time=1_796_112_000.0 + at,
+                event_sequence=100 + sequence,
+                server_id="rollout-host",
+            ),
+        )
+
+
+def server_truth_source() -> StaticSource:
+    """Rollouts of servers that report their phases (issue 13), beside one that does not: an
+    official server's rollout the polls saw only queued then finished, every phase reported
+    by the server; one whose grading report never came (◐: a poll saw it); one running by
+    the server's word while the poll still says queued; one of a server that publishes
+    nothing, whose running and grading happened unseen (◌)."""
+    board = RolloutBoard(stuck_after_sec=60.0)
+    board.started_at = T0
+    _add(board, 0, 0, [(Q, 1.0), (OK, 9.2)], result=_result(rollout_id(0), OK, 0, reward=1.0))
+    _reported(board, 0, [(Q, 0.98), (R, 0.99), (G, 8.7), (OK, 9.1)])
+    _add(
+        board,
+        1,
+        1,
+        [(Q, 2.0), (G, 9.9), (OK, 10.1)],
+        result=_result(rollout_id(1), OK, 1, reward=1.0),
+    )
+    _reported(board, 1, [(Q, 1.98), (R, 1.99), (OK, 10.05)])
+    _add(board, 2, 2, [(Q, 80.0)])
+    _reported(board, 2, [(Q, 79.99), (R, 80.0)])
+    _add(board, 3, 3, [(Q, 3.0), (OK, 12.0)], result=_result(rollout_id(3), OK, 3, reward=1.0))
+    board.take_changes()
+    return StaticSource(board, total=4)
+
+
 THROUGHPUT = [3, 5, 4, 6, 5, 2, 1, 3, 4, 2, 1, 1, 2, 1, 1, 0, 1, 0, 2]
 
 
@@ -474,6 +521,14 @@ SHOTS = (
     Shot("quit", press=("q",)),
     Shot("narrow", size=(100, 30)),
     Shot("ended", source=ended_source),
+    Shot("server-truth", press=("enter",), cursor_row=0, source=server_truth_source),
+    Shot(
+        "server-truth-80x24",
+        press=("enter",),
+        cursor_row=1,
+        size=(80, 24),
+        source=server_truth_source,
+    ),
 )
 
 
