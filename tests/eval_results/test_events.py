@@ -38,6 +38,26 @@ def test_append_then_load_last_record_wins(tmp_path: Path) -> None:
     assert Journal.load(tmp_path / "missing.jsonl") == {}
 
 
+def test_the_history_keeps_every_attempt_in_the_order_written(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with Journal.open(path) as journal:
+        journal.append(item_result(0, 0, status="failed", reward=None, error_type="timeout"))
+        journal.append(item_result(1, 0))
+        journal.append(item_result(0, 0, rollout_id="retry"))
+    with path.open("ab") as stream:
+        stream.write(b"not json\n{}\n")
+    warnings: list[str] = []
+    history = Journal.history(path, on_warning=warnings.append)
+    assert [(r.key, r.status) for r in history] == [
+        ((0, 0), "failed"),
+        ((1, 0), "success"),
+        ((0, 0), "success"),
+    ]
+    assert history[2].rollout_id == "retry"
+    assert len(warnings) == 2  # read as load reads it: the same lines skipped, said
+    assert Journal.history(tmp_path / "missing.jsonl") == []
+
+
 def test_every_append_is_fsynced_on_an_append_only_descriptor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,6 +42,8 @@ def _log_warning(message: str) -> None:
 @dataclass(frozen=True)
 class _Scan:
     results: dict[ItemKey, ItemResult]
+    #: Every record read, in file order (superseded ones too).
+    history: list[ItemResult]
     warnings: list[str]
     # Where the next record must start: just past the last newline, or before a last line
     # that is not JSON. Everything from here on is a torn write.
@@ -50,6 +52,7 @@ class _Scan:
 
 def _scan_journal(path: Path, data: bytes) -> _Scan:
     results: dict[ItemKey, ItemResult] = {}
+    history: list[ItemResult] = []
     warnings: list[str] = []
     lines = data.split(b"\n")
     # split() leaves what follows the last newline as the final element: b"" for a clean file.
@@ -84,10 +87,23 @@ def _scan_journal(path: Path, data: bytes) -> _Scan:
             # in the file, never truncated away.
             warnings.append(f"{path}:{number}: skipped a record that is not a result ({exc})")
             continue
+        history.append(result)
         # Re-inserting moves the key to the end: iteration order is the order of final records.
         results.pop(result.key, None)
         results[result.key] = result
-    return _Scan(results, warnings, good_size)
+    return _Scan(results, history, warnings, good_size)
+
+
+def _read(path: Path, on_warning: WarningSink | None) -> _Scan:
+    """The journal at `path` scanned, its warnings reported; empty when there is none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return _Scan({}, [], [], 0)
+    scan = _scan_journal(path, data)
+    for warning in scan.warnings:
+        (on_warning or _log_warning)(warning)
+    return scan
 
 
 def journal_line(result: ItemResult) -> bytes:
@@ -116,14 +132,14 @@ class Journal(AppendFile):
         line elsewhere is skipped; each is reported to `on_warning` (default: this module's
         logger). Reading never changes the file.
         """
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return {}
-        scan = _scan_journal(path, data)
-        for warning in scan.warnings:
-            (on_warning or _log_warning)(warning)
-        return scan.results
+        return _read(path, on_warning).results
+
+    @staticmethod
+    def history(path: Path, *, on_warning: WarningSink | None = None) -> list[ItemResult]:
+        """Every record of the journal in the order it was written, superseded attempts
+        included (what a replay plays); `[]` when the file does not exist. Read as `load`
+        reads it, with the same warnings."""
+        return _read(path, on_warning).history
 
     @classmethod
     def open(cls, path: Path, *, on_warning: WarningSink | None = None) -> Journal:
