@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from core.eval.redact import Redactor
-from core.eval.results.logs import RunLog, log_line
+from core.eval.results.logs import RunLog, log_line, read_log
 from tests.eval_results.helpers import file_mode
 
 # `<UTC ISO µs Z> <LEVEL> [<step>] <message>[ <details>]`
@@ -109,3 +109,40 @@ def test_a_device_given_as_a_log_path_keeps_its_mode(tmp_path: Path) -> None:
     finally:
         os.close(reader)
     assert file_mode(fifo) == 0o644
+
+
+def test_lines_read_back_with_their_time_step_and_details(tmp_path: Path) -> None:
+    path = tmp_path / "logs.txt"
+    with RunLog(path) as log:
+        log.write("r1: 2 of 2 work items pending")
+        log.write(
+            "dispatching rollout",
+            step="dispatch",
+            details={"rollout_id": "ab" * 16, "row_index": 0, "run_index": 1},
+        )
+        log.write("first\nsecond", step="rollout-server")
+    with path.open("a") as stream:  # an official line, and what is no line of the format
+        stream.write(
+            '2026-12-01T08:47:01.716486Z INFO [result] work item finished {"reward":null,'
+            '"rollout_id":"5c0d","row_index":2,"run_index":0,"status":"failed"}\n'
+            "Traceback (most recent call last):\n"
+            "2026-13-01T00:00:00.000000Z INFO [run] not a time\n"
+            "2026-12-01T08:47:02.000000Z INFO [result] work item finished {torn"
+        )
+    lines = list(read_log(path))
+    assert [line.step for line in lines] == [
+        "run", "dispatch", "rollout-server", "rollout-server", "result", "result",
+    ]  # fmt: skip
+    assert all(line.at.tzinfo is not None for line in lines)
+    assert lines[1].details("dispatching rollout") == {
+        "rollout_id": "ab" * 16,
+        "row_index": 0,
+        "run_index": 1,
+    }
+    assert lines[1].details("work item finished") is None  # it says something else
+    assert lines[0].details("r1: 2 of 2 work items pending") is None  # no details
+    assert lines[4].details("work item finished") == {
+        "reward": None, "rollout_id": "5c0d", "row_index": 2, "run_index": 0, "status": "failed",
+    }  # fmt: skip
+    assert lines[4].at == datetime.fromisoformat("2026-12-01T08:47:01.716486+00:00")
+    assert lines[5].details("work item finished") is None  # details that do not parse

@@ -9,22 +9,28 @@ LEVEL is `INFO`, `WARNING` or `ERROR` (a library logger's `DEBUG` or `CRITICAL` 
 A message of several lines becomes one such line per line.
 
 Every line is redacted before it reaches the file, which is created 0600 and appended to by
-every invocation of the run, as official.
+every invocation of the run, as official. `read_log` reads the lines back (a replay of a run
+folder without `transitions.jsonl` takes its times from them).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from core.eval.nesting import load_json
 from core.eval.redact import Redactor
 from core.eval.results.durable import AppendFile, canonical_json, open_append, write_all
 from core.eval.results.records import iso_utc
 
 DEFAULT_STEP = "run"
+_LINE = re.compile(r"(?P<stamp>\S+) (?P<level>[A-Z]+) \[(?P<step>[^\]]*)\] (?P<text>.*)")
 
 
 def log_line(
@@ -82,6 +88,44 @@ class RunLog(AppendFile):
         return _RunLogHandler(self, level)
 
 
+@dataclass(frozen=True)
+class LogLine:
+    """One line of `logs.txt` as read back."""
+
+    at: datetime
+    """Its UTC time stamp."""
+    level: str
+    step: str
+    text: str
+    """The message and, when it has them, its details."""
+
+    def details(self, message: str) -> dict[str, Any] | None:
+        """The details of a line saying `message`: its JSON object; None when the line says
+        something else, or has no details that parse."""
+        if not self.text.startswith(message + " {"):
+            return None
+        try:
+            details = load_json(self.text[len(message) + 1 :])
+        except ValueError:
+            return None
+        return details if isinstance(details, dict) else None
+
+
+def read_log(path: Path) -> Iterator[LogLine]:
+    """The lines of a `logs.txt` (ours or the official tool's) in file order; lines of
+    another shape (a torn last line, text from before the format) are passed over."""
+    with path.open(encoding="utf-8", errors="replace") as stream:
+        for raw in stream:
+            match = _LINE.fullmatch(raw.rstrip("\n"))
+            if match is None:
+                continue
+            try:
+                at = datetime.fromisoformat(match["stamp"].replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            yield LogLine(at, match["level"], match["step"], match["text"])
+
+
 class _RunLogHandler(logging.Handler):
     def __init__(self, log: RunLog, level: int) -> None:
         super().__init__(level)
@@ -94,4 +138,4 @@ class _RunLogHandler(logging.Handler):
             self.handleError(record)
 
 
-__all__ = ["DEFAULT_STEP", "RunLog", "log_line"]
+__all__ = ["DEFAULT_STEP", "LogLine", "RunLog", "log_line", "read_log"]
