@@ -224,12 +224,18 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         agent_timeout_sec=agent_timeout_sec,
         grader_timeout_sec=grader_timeout_sec,
     )
+    pass_threshold: float = _first(
+        request.pass_threshold,
+        config.pass_threshold if config else None,
+        DEFAULT_PASS_THRESHOLD,
+    )
     provenance = run_provenance(
         workspace=config.workspace if config else None,
         config_path=config.path if config else None,
         config_branch=config.branch if config else None,
         config_commit_sha=config.commit_sha if config else None,
         advanced=config.advanced if config else None,
+        pass_threshold=pass_threshold,
     )
     return EvalPlan(
         request=request,
@@ -241,11 +247,7 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         rows=rows,
         items=items,
         n=n,
-        pass_threshold=_first(
-            request.pass_threshold,
-            config.pass_threshold if config else None,
-            DEFAULT_PASS_THRESHOLD,
-        ),
+        pass_threshold=pass_threshold,
         agent_timeout_sec=agent_timeout_sec,
         grader_timeout_sec=grader_timeout_sec,
         batch_size=config.batch_size if config else None,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.eval.results.provenance import git_state, run_provenance
+from core.eval.results.provenance import git_state, manifest_pass_threshold, run_provenance
 
 
 def _git(folder: Path, *args: str) -> None:
@@ -29,6 +29,7 @@ def test_provenance_of_a_workspace_in_git(tmp_path: Path) -> None:
         config_path=config,
         config_branch="feature-x",
         advanced={"foo": 1},
+        pass_threshold=1,
     )
     assert list(provenance) == [
         "sdk_version",
@@ -39,8 +40,10 @@ def test_provenance_of_a_workspace_in_git(tmp_path: Path) -> None:
         "git_branch",
         "git_dirty",
         "osmosis_tui_version",
+        "pass_threshold",
     ]
     assert provenance["sdk_version"] == "0.3.8"
+    assert provenance["pass_threshold"] == 1.0 and type(provenance["pass_threshold"]) is float
     assert provenance["config_path"] == "configs/eval/demo.toml"
     assert len(provenance["git_head"]) == 40
     assert provenance["git_branch"] == "main"
@@ -59,3 +62,12 @@ def test_provenance_without_a_workspace_or_git(tmp_path: Path) -> None:
     outside = run_provenance(workspace=tmp_path / "ws", config_path=tmp_path / "x.toml")
     assert "config_path" not in outside  # a config outside the workspace has no portable path
     assert "git_head" not in outside
+
+
+def test_the_pass_threshold_a_manifest_says() -> None:
+    manifest = {"provenance": run_provenance(workspace=None, config_path=None, pass_threshold=0.5)}
+    assert manifest_pass_threshold(manifest) == 0.5
+    # An official manifest (or an older one of ours) does not say; nor does anything else.
+    for document in ({"provenance": {"sdk_version": "0.3.8"}}, {}, [], None):
+        assert manifest_pass_threshold(document) is None
+    assert manifest_pass_threshold({"provenance": {"pass_threshold": True}}) is None

@@ -6,7 +6,10 @@ The official keys, in the official order, each left out when it has no value:
 the workspace, POSIX form; left out for a config outside it), `advanced` (the config's
 `[advanced]` table, when not empty), then, when the workspace is the top of a git worktree,
 `git_head`, `git_branch` (left out on a detached HEAD) and `git_dirty`. Ours after them:
-`osmosis_tui_version`. The official upload forwards only its own keys.
+`osmosis_tui_version` and `pass_threshold` (the threshold the run counts passes with, which
+the official manifest leaves out of `inputs` on purpose: a replay of a run killed before its
+first metrics.json still counts as the run did). The official upload forwards only its own
+keys.
 
 Computed on every invocation; only the one that creates the run folder stores it.
 """
@@ -71,6 +74,7 @@ def run_provenance(
     config_branch: str | None = None,
     config_commit_sha: str | None = None,
     advanced: Mapping[str, Any] | None = None,
+    pass_threshold: float | None = None,
 ) -> dict[str, Any]:
     """The manifest's `provenance` for a run of `config_path` in `workspace` (both None for
     a run without a workspace: the demo, or servers given by URL alone)."""
@@ -88,8 +92,19 @@ def run_provenance(
         "advanced": dict(advanced) if advanced else None,
         **(git_state(workspace) if workspace is not None else {}),
         "osmosis_tui_version": _own_version(),
+        "pass_threshold": None if pass_threshold is None else float(pass_threshold),
     }
     return {key: value for key, value in provenance.items() if value is not None}
 
 
-__all__ = ["git_state", "run_provenance"]
+def manifest_pass_threshold(manifest: object) -> float | None:
+    """The pass threshold a `manifest.json` document says its run was created with; None
+    when it does not say (an official run's, or an older one of ours)."""
+    provenance = manifest.get("provenance") if isinstance(manifest, dict) else None
+    threshold = provenance.get("pass_threshold") if isinstance(provenance, dict) else None
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        return None
+    return float(threshold)
+
+
+__all__ = ["git_state", "manifest_pass_threshold", "run_provenance"]
