@@ -431,6 +431,17 @@ class RolloutBoard:
             self._on_cancel(record, request)
         return answer
 
+    def observe_cancel(self, rollout_id: str, cancel: CancelRequest) -> None:
+        """A cancel someone else asked for (a replayed recording): added to the rollout's
+        cancel history once; when its answer is filled in later, call this again so that it
+        shows. A rollout not on the board is passed over."""
+        record = self.records.get(rollout_id)
+        if record is None:
+            return
+        if not any(known is cancel for known in record.cancels):
+            record.cancels.append(cancel)
+        self._mark(rollout_id)
+
     def stop_tracking(self, ids: Iterable[str]) -> list[str]:
         """Stop polling these rollouts locally; nothing is sent to the server."""
         stopped = []

@@ -13,7 +13,7 @@ from core import RolloutClient, RolloutStatus
 from core.board import RolloutBoard
 from core.eval.model_calls import ModelCall
 from core.model_activity import MODEL_CALLS_KEPT
-from core.rollout_record import RequestOptions, RolloutRecord
+from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
 from tests.conftest import Serve
 from tests.core.test_client import CHAT_URL, PROMPT, FaultyTransport, real_server
 from tests.polling import eventually
@@ -195,6 +195,24 @@ async def test_stop_tracking_sends_nothing_and_keeps_the_row(serve: Serve) -> No
     # Counted as untracked, no longer as running: nobody watches it go on.
     counts = board.counts()
     assert (counts["untracked"], counts["running"], counts["total"]) == (1, 0, 1)
+
+
+def test_a_replayed_cancel_joins_the_history_once_and_ends_with_the_rollout() -> None:
+    board = RolloutBoard()
+    board.observe("r", R, 1.0, row_index=0, run_index=0)
+    board.take_changes()
+    cancel = CancelRequest(requested_at=2.0)
+    board.observe_cancel("r", cancel)
+    record = board.records["r"]
+    assert record.cancels == [cancel] and record.cancelling
+    assert board.take_changes().ids == {"r"}
+    cancel.disposition = "cancelled_running"
+    board.observe_cancel("r", cancel)  # its answer: shown, not added again
+    assert record.cancels == [cancel] and board.take_changes().ids == {"r"}
+    board.observe("r", C, 2.5)
+    assert cancel.answered_at == 2.5 and not record.cancelling
+    board.observe_cancel("elsewhere", CancelRequest(requested_at=3.0))  # not on the board
+    assert "elsewhere" not in board.records
 
 
 async def test_change_batches_hold_each_changed_id_once(serve: Serve) -> None:
