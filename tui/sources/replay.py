@@ -1,203 +1,174 @@
-"""`osmosis-tui replay RUN_DIR/transitions.jsonl`: play a recorded run back on the dashboard.
+"""`osmosis-tui replay RUN`: play a recorded run back on the dashboard.
 
-Read-only: the board is fed from the recording (and, when they sit beside it, the results
-in events.jsonl), at `speed` times the recorded pace; it can be paused and stepped one
-event at a time. This is for debugging phase skips after the fact; the phases a server
-reported (its ownership events, recorded with `source: server`) are played as it reported
-them. Progress is counted as
-the live run counted it: with the run's pass threshold (from its metrics.json) and its
-number of work items (from its manifest.json), when they sit beside the recording too.
+Read-only. `RUN` is a run folder or its `transitions.jsonl`: the recording (with the model
+calls of `calls.jsonl` and the results of `events.jsonl` beside it) is played at `speed`
+times its own pace, long idle gaps shortened; a folder without a recording (an official
+`osmosis eval run`'s) plays each result at the time its logs.txt says
+(`tui.sources.results_timeline`). The player pauses, steps one event, changes speed, seeks
+to a time and steps back; going back builds the board again from the start
+(`tui.sources.replay_state`), and the app shows the new board (`DashboardApp.use_board`).
+
+The numbers are the run's: progress is counted with the run's pass threshold (its
+metrics.json's, else the one its manifest was created with, else the default) and its
+number of work items (from its manifest), cancelled and untracked attempts as the live run
+counted them, and the tokens are the model calls' as the live dashboard summed them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from dataclasses import dataclass, replace
-from datetime import datetime
+import bisect
+import time
 from pathlib import Path
 from typing import Any
 
-from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.errors import EvalError
 from core.eval.nesting import load_json
 from core.eval.results.events import Journal
-from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, PREVIEWS_DIR
-from core.eval.results.manifest import work_item_count
-from core.eval.results.metrics import (
-    DEFAULT_PASS_THRESHOLD,
-    Progress,
-    progress,
-    recorded_pass_threshold,
+from core.eval.results.folder import (
+    EVENTS_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    PREVIEWS_DIR,
+    TRANSITIONS_FILE,
 )
+from core.eval.results.manifest import work_item_count
+from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress, recorded_pass_threshold
+from core.eval.results.provenance import manifest_pass_threshold
 from core.eval.results.records import ItemResult
-from core.eval.results.transitions import read_transitions
-from core.phases import PHASES
-from core.rollout_record import PhaseMark
-from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
 from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.recording import (
+    ReplayEvent,
+    ResultSeen,
+    SentByHand,
+    StatusSeen,
+    read_recording,
+)
+from tui.sources.replay_state import ReplayState
+from tui.sources.results_timeline import read_results_timeline
+from tui.widgets.format import duration
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
 MAX_GAP_SEC = 5.0
-
-
-@dataclass(frozen=True)
-class ReplayEvent:
-    t: float
-    rollout_id: str
-    status: RolloutStatus
-    row_index: int | None
-    run_index: int | None
-    #: The dataset's row; None in a recording of a version that did not write it.
-    source_row_index: int | None
-    grade: bool | None
-    #: A server's report (its ownership event, PROTOCOL.md §8.1) rather than a poll's.
-    server: PhaseMark | None = None
 
 
 class ReplayError(EvalError):
     """The recording cannot be read (the message names the file and why)."""
 
 
-def load_events(path: Path, warnings: list[str]) -> list[ReplayEvent]:
-    """Status records in play order; each recorded session continues where the last ended."""
-    events: list[ReplayEvent] = []
-    offset = 0.0
-    last = 0.0
-    statuses = {status.value: status for status in RolloutStatus}
-    try:
-        records = list(read_transitions(path, on_warning=warnings.append))
-    except OSError as exc:
-        raise ReplayError(f"{path}: {exc.strerror or exc}") from exc
-    for record in records:
-        t = float(record["t"])
-        if record["kind"] == "session":
-            offset = last
-            continue
-        if record["kind"] != "status":
-            continue
-        status = statuses.get(str(record.get("status")))
-        rollout_id = record.get("rollout_id")
-        if status is None or not isinstance(rollout_id, str):
-            warnings.append(f"{path}: skipped a status record without a known status and id")
-            continue
-        last = offset + t
-        grade = record.get("grade")
-        events.append(
-            ReplayEvent(
-                t=last,
-                rollout_id=rollout_id,
-                status=status,
-                row_index=_int_or_none(record.get("row_index")),
-                run_index=_int_or_none(record.get("run_index")),
-                source_row_index=_int_or_none(record.get("source_row_index")),
-                grade=grade if isinstance(grade, bool) else None,
-                server=_server_mark(record, status) if record.get("source") == "server" else None,
-            )
-        )
-    events.sort(key=lambda event: event.t)
-    return events
-
-
-def _json_beside(path: Path, name: str, warnings: list[str]) -> Any:
-    """The JSON document `name` in the recording's folder; None when absent or unreadable."""
-    document = path.with_name(name)
-    if not document.exists():
-        return None
-    try:
-        return load_json(document.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        warnings.append(f"{document}: not read ({exc})")
-        return None
-
-
-def _item_of(event: ReplayEvent) -> object:
-    """The work item a recorded rollout was an attempt at (its id, when the line lacks it)."""
-    if event.row_index is None or event.run_index is None:
-        return event.rollout_id
-    return (event.row_index, event.run_index)
-
-
-def _server_mark(record: dict[str, Any], status: RolloutStatus) -> PhaseMark:
-    """The server's report a line records; its `at` is set when it is played."""
-    server_time: float | None = None
-    text = record.get("server_time")
-    if isinstance(text, str):
-        with contextlib.suppress(ValueError):
-            server_time = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    server_id = record.get("server_id")
-    return PhaseMark(
-        status,
-        0.0,
-        "server",
-        server_time=server_time,
-        event_sequence=_int_or_none(record.get("event_sequence")),
-        server_id=server_id if isinstance(server_id, str) else None,
-    )
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _result_of(item: ItemResult, status: RolloutStatus) -> RolloutResultResponse:
-    """A terminal result rebuilt from the journal: status, reward and error type."""
-    sample = RolloutSample(reward=item.reward) if item.reward is not None else None
-    categories = {category.value: category for category in RolloutErrorCategory}
-    category = categories.get(item.error_type or "")
-    return RolloutResultResponse.model_construct(
-        rollout_id=item.rollout_id,
-        status=status,
-        sample=sample,
-        err_message=None if category else item.error_type,
-        err_category=category,
-    )
+def recording_of(path: Path) -> tuple[Path, Path | None]:
+    """The run folder `path` names (the folder, or a file in it) and its recording, None when
+    it has none (an official run's folder)."""
+    folder = path if path.is_dir() else path.parent
+    recording = path if path.is_file() else folder / TRANSITIONS_FILE
+    return folder, recording if recording.is_file() else None
 
 
 class ReplaySource:
-    """Feeds a board from a recording; pause, step and speed are the player's controls."""
+    """Feeds a board from a recording; pause, step, speed, seek and step back are the
+    player's controls."""
 
     def __init__(self, path: Path, *, speed: float = 1.0) -> None:
-        self.path = path
+        self.folder, self.recording = recording_of(path)
+        self.path = self.recording or self.folder
         self.warnings: list[str] = []
-        self.events = load_events(path, self.warnings)
-        if not self.events:
-            raise ReplayError(f"{path}: no status records to replay")
-        events_file = path.with_name(EVENTS_FILE)
-        self.results: dict[str, ItemResult] = {}
-        if events_file.exists():
-            loaded = Journal.load(events_file, on_warning=self.warnings.append)
-            self.results = {item.rollout_id: item for item in loaded.values()}
-        # The run's threshold is in its metrics.json; a run killed before writing one is
-        # taken to have used the default (its config or flags are not recorded elsewhere).
-        recorded = recorded_pass_threshold(_json_beside(path, METRICS_FILE, self.warnings))
-        self.pass_threshold = DEFAULT_PASS_THRESHOLD if recorded is None else recorded
-        self.board = RolloutBoard()
+        history = Journal.history(self.folder / EVENTS_FILE, on_warning=self.warnings.append)
+        try:
+            if self.recording is not None:
+                events = read_recording(self.recording, self.warnings)
+                events += _results_without_an_end(events, history)
+            else:
+                events = read_results_timeline(self.folder, history, self.warnings)
+        except OSError as exc:
+            raise ReplayError(f"{self.path}: {exc.strerror or exc}") from exc
+        events.sort(key=lambda event: event.t)
+        if not any(isinstance(event, StatusSeen) for event in events):
+            raise ReplayError(f"{self.path}: no rollout to replay")
+        self.events: list[ReplayEvent] = events
+        self._origin = events[0].t
+        self._times = [event.t - self._origin for event in events]
+        self._journal = {result.rollout_id: result for result in history}
+        self._manual = frozenset(e.rollout_id for e in events if isinstance(e, SentByHand))
+        self._ids = {e.rollout_id for e in events if isinstance(e, StatusSeen)}
+        self.pass_threshold = self._pass_threshold()
+        manifest = self._json_beside(MANIFEST_FILE)
+        inputs = manifest.get("inputs") if isinstance(manifest, dict) else None
+        counted = work_item_count(inputs) if isinstance(inputs, dict) else None
+        #: The run's work items; without a manifest, the ones the recording attempted.
+        self.total_items = counted if counted is not None else self._attempted_items()
+        self.state = self._fresh_state(time.monotonic())
+        self.board = self.state.board
         self.speed = speed
         self.paused = False
+        #: How many events have been played.
         self.position = 0
-        self._origin = self.events[0].t
         self._played = 0.0  # recording seconds played so far
         # Steps asked for while paused, not yet played: a step pressed before the player
         # reached its pause is kept, never lost.
         self._pending_steps = 0
+        # Moved on by every seek: a wait of the player that sees it changed starts over.
+        self._generation = 0
         self._wake = asyncio.Event()
-        self._ids = {event.rollout_id for event in self.events}
-        manifest = _json_beside(path, MANIFEST_FILE, self.warnings)
-        inputs = manifest.get("inputs") if isinstance(manifest, dict) else None
-        counted = work_item_count(inputs) if isinstance(inputs, dict) else None
-        #: The run's work items; without a manifest, the ones the recording attempted.
-        self.total_items = counted if counted is not None else len(set(map(_item_of, self.events)))
+
+    def _json_beside(self, name: str) -> Any:
+        """The JSON document `name` in the run folder; None when absent or unreadable."""
+        document = self.folder / name
+        if not document.exists():
+            return None
+        try:
+            return load_json(document.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            self.warnings.append(f"{document}: not read ({exc})")
+            return None
+
+    def _pass_threshold(self) -> float:
+        """The run's threshold: its metrics.json's (the latest invocation's), else the one its
+        manifest was created with, else the default (a run of a version that recorded none)."""
+        for recorded in (
+            recorded_pass_threshold(self._json_beside(METRICS_FILE)),
+            manifest_pass_threshold(self._json_beside(MANIFEST_FILE)),
+        ):
+            if recorded is not None:
+                return recorded
+        return DEFAULT_PASS_THRESHOLD
+
+    def _attempted_items(self) -> int:
+        return len(
+            {
+                (event.row_index, event.run_index)
+                for event in self.events
+                if isinstance(event, StatusSeen)
+                and event.row_index is not None
+                and event.run_index is not None
+                and event.rollout_id not in self._manual
+            }
+        )
+
+    def _fresh_state(self, started_at: float) -> ReplayState:
+        """Nothing played yet, on a board whose time 0 is at `started_at`."""
+        return ReplayState(started_at=started_at, journal=self._journal, manual=self._manual)
+
+    # -- what the dashboard reads ----------------------------------------------------------
 
     @property
     def title(self) -> str:
-        return f"replay of {self.path.parent.name or self.path.name}"
+        return f"replay of {self.folder.name or self.path.name}"
 
     @property
     def subtitle(self) -> str:
         state = "paused" if self.paused else f"{self.speed:g}x"
-        return f"{self.position}/{len(self.events)} events · {state} · {len(self._ids)} rollouts"
+        parts = [
+            f"{self.position}/{len(self.events)} events",
+            f"{duration(self._played)} of {duration(self.length)}",
+            state,
+            f"{len(self._ids)} rollouts",
+        ]
+        if self.state.dispatch_paused:
+            parts.append("dispatch paused")
+        if self.state.max_in_flight is not None:
+            parts.append(f"max in flight {self.state.max_in_flight}")
+        return " · ".join(parts)
 
     @property
     def read_only(self) -> bool:
@@ -215,30 +186,51 @@ class ReplaySource:
     def preview_root(self) -> Path | None:
         """The recorded run's previews, when they sit beside the recording: a replay shows
         each rollout's last preview (the files stopped changing when the run ended)."""
-        previews = self.path.with_name(PREVIEWS_DIR)
+        previews = self.folder / PREVIEWS_DIR
         return previews if previews.is_dir() else None
 
     @property
     def ending(self) -> RunEnding | None:
         if not self.finished:
             return None
-        return RunEnding(f"end of the recording: all {len(self.events)} events played")
+        done = self.progress()
+        return RunEnding(
+            f"end of recording: all {len(self.events)} events played, "
+            f"{duration(self.length)} of the run; {done.done} of {done.total} work items "
+            "have their result",
+            next_steps=(
+                "< plays it again from the start, , steps back one event, : jumps to a time",
+            ),
+            complete=done.done >= done.total,
+        )
+
+    @property
+    def notes(self) -> list[tuple[float, str]]:
+        """What the live event log told of, up to the replayed moment: (seconds, text)."""
+        return self.state.notes
+
+    @property
+    def played(self) -> float:
+        """How far into the recording the replay is, in seconds."""
+        return self._played
+
+    @property
+    def length(self) -> float:
+        """The recording's length in seconds, from its first event to its last."""
+        return self._times[-1]
 
     def progress(self) -> Progress:
-        """The run's progress as of the replayed moment: the results of the rollouts seen
-        finishing so far."""
-        finished = (self.results.get(record.rollout_id) for record in self.board if record.finished)
-        counts = self.board.counts(self.clock())
-        return progress(
-            (item for item in finished if item is not None),
-            total_items=self.total_items,
-            pass_threshold=self.pass_threshold,
-            in_flight=sum(counts[phase.value] for phase in PHASES),
-            stuck=counts["stuck"],
+        """The run's progress as of the replayed moment."""
+        return self.state.progress(
+            self.clock(), total_items=self.total_items, pass_threshold=self.pass_threshold
         )
 
     def servers(self) -> list[ServerView]:
         return []
+
+    def clock(self) -> float:
+        """The recording's own time, on the board's clock: what "now" means in a replay."""
+        return self.board.started_at + self._origin + self._played
 
     # -- player controls -------------------------------------------------------------------
 
@@ -258,61 +250,99 @@ class ReplaySource:
     def slower(self) -> None:
         self.speed = max(self.speed / 2, 1 / 16)
 
-    def clock(self) -> float:
-        """The recording's own time, on the board's clock: what "now" means in a replay."""
-        return self.board.started_at + self._origin + self._played
+    def step_back(self) -> None:
+        """Pause, and take back the last event played: the board as it was just before it."""
+        self.paused = True
+        if self.position > 0:
+            self.go_to(self.position - 1)
+
+    def go_to(self, position: int) -> None:
+        """The replay just after its first `position` events were played (0: none yet)."""
+        position = min(max(position, 0), len(self.events))
+        self._go_to(position, self._times[position - 1] if position else 0.0)
+
+    def seek(self, seconds: float) -> None:
+        """Jump to `seconds` into the recording: every event up to then played, none after."""
+        seconds = min(max(seconds, 0.0), self.length)
+        self._go_to(bisect.bisect_right(self._times, seconds), seconds)
+
+    def rewind(self) -> None:
+        """Back to the start: nothing played yet."""
+        self.go_to(0)
+
+    def to_end(self) -> None:
+        """Every event played: the run as it ended."""
+        self.go_to(len(self.events))
+
+    def _go_to(self, position: int, played: float) -> None:
+        """Play up to `position` at once (from the start again, on a new board, when that is
+        behind the events played), then wait there as paused or playing as before."""
+        if position < self.position:
+            self.state = self._fresh_state(self.board.started_at)
+            self.board = self.state.board
+            self.position = 0
+        for event in self.events[self.position : position]:
+            self.state.apply(event)
+        self.position = position
+        self._played = played
+        self._pending_steps = 0
+        self._generation += 1
+        self._wake.set()
+
+    # -- playing ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        for index, event in enumerate(self.events):
-            target = event.t - self._origin
-            gap = target - self._played
+        """Play until the app ends: at the end of the recording, wait for a seek back."""
+        while True:
+            generation = self._generation
+            if self.finished:
+                await self._wait(generation)
+                continue
+            target = self._times[self.position]
             if self.paused:
-                await self._wait_for_step_or_resume()
-            elif gap > 0:
-                await self._play(min(gap, MAX_GAP_SEC))
-            self._played = target
-            self._apply(event)
-            self.position = index + 1
+                if not await self._wait_for_step_or_resume(generation):
+                    continue
+            elif target > self._played:
+                await self._play(min(target - self._played, MAX_GAP_SEC), generation)
+                if self._generation != generation:
+                    continue
+                if self.paused and not await self._wait_for_step_or_resume(generation):
+                    continue
+            self._played = max(self._played, target)
+            self.state.apply(self.events[self.position])
+            self.position += 1
 
-    async def _wait_for_step_or_resume(self) -> None:
-        """Hold while paused, until resumed or a step is asked for (which this uses up)."""
-        while self.paused and not self._pending_steps:
+    async def _wait(self, generation: int) -> None:
+        """Until something happens to the player (a key, a seek)."""
+        while self._generation == generation:
             self._wake.clear()
             await self._wake.wait()
+
+    async def _wait_for_step_or_resume(self, generation: int) -> bool:
+        """Hold while paused, until resumed or a step is asked for (which this uses up); False
+        when a seek came first (the player starts over from where it left)."""
+        while self.paused and not self._pending_steps:
+            if self._generation != generation:
+                return False
+            self._wake.clear()
+            await self._wake.wait()
+        if self._generation != generation:
+            return False
         if self.paused:
             self._pending_steps -= 1
+        return True
 
-    async def _play(self, seconds: float) -> None:
-        """Let `seconds` of recording time pass, in slices so pause and speed act promptly."""
+    async def _play(self, seconds: float, generation: int) -> None:
+        """Let `seconds` of recording time pass, in slices so pause, speed and seeks act
+        promptly."""
         slice_sec = 0.05
-        while seconds > 0 and not self.paused:
+        while seconds > 0 and not self.paused and self._generation == generation:
             played = min(seconds, slice_sec * self.speed)
             await asyncio.sleep(played / self.speed)
+            if self._generation != generation:
+                return
             self._played += played
             seconds -= played
-        if self.paused:
-            await self._wait_for_step_or_resume()
-
-    def _apply(self, event: ReplayEvent) -> None:
-        at = self.board.started_at + event.t
-        if event.server is not None:
-            self.board.server_mark(event.rollout_id, replace(event.server, at=at))
-            return
-        item = self.results.get(event.rollout_id)
-        result = _result_of(item, event.status) if item and event.status.is_terminal else None
-        source_row_index = event.source_row_index
-        if source_row_index is None and item is not None:
-            source_row_index = item.source_row_index  # an older recording: the journal's word
-        self.board.observe(
-            event.rollout_id,
-            event.status,
-            at,
-            row_index=event.row_index,
-            run_index=event.run_index,
-            source_row_index=source_row_index,
-            grade=event.grade,
-            result=result,
-        )
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         return None
@@ -337,3 +367,26 @@ class ReplaySource:
 
     def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("a replay is read-only")
+
+
+def _results_without_an_end(
+    events: list[ReplayEvent], history: list[ItemResult]
+) -> list[ReplayEvent]:
+    """The journaled results that no status line of the recording ends with: counted when
+    their rollout's last line was played (a deadline the run gave up at: cancelled on its
+    server, untracked, failed), or from the start for a rollout the recording never saw (its
+    result is from before the recording, or it was never admitted)."""
+    last_line: dict[str, float] = {}
+    ended: set[str] = set()
+    for event in events:
+        rollout_id = getattr(event, "rollout_id", None)
+        if isinstance(rollout_id, str):
+            last_line[rollout_id] = event.t
+        if isinstance(event, StatusSeen) and event.status.is_terminal and event.server is None:
+            ended.add(event.rollout_id)
+    start = min((event.t for event in events), default=0.0)
+    return [
+        ResultSeen(last_line.get(result.rollout_id, start), result)
+        for result in history
+        if result.rollout_id not in ended
+    ]

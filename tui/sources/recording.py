@@ -1,0 +1,407 @@
+"""A run's recording as a replay plays it: one timed event for each thing that happened.
+
+`read_recording` reads `transitions.jsonl` (its line kinds are described in
+`core.eval.results.transitions`) and the `calls.jsonl` beside it (`core.eval.model_calls`) onto
+one time line, in seconds: each recorded session (one invocation of the run) goes on where
+the one before it ended, so a resumed run plays as one. Lines of a kind this version does not
+know are passed over, with one warning per kind, so that a newer recording still plays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from core.eval.model_calls import ModelCall
+from core.eval.nesting import load_json
+from core.eval.results.records import ItemResult
+from core.eval.results.transitions import read_transitions
+from core.rollout_record import PhaseMark
+from core.types import RolloutStatus
+
+CALLS_FILE = "calls.jsonl"
+
+
+@dataclass(frozen=True)
+class StatusSeen:
+    """A rollout's status as a poll or its server saw it (a `status` line; in a run folder
+    without a recording, a dispatch or a result)."""
+
+    t: float
+    rollout_id: str
+    status: RolloutStatus
+    row_index: int | None = None
+    run_index: int | None = None
+    source_row_index: int | None = None
+    grade: bool | None = None
+    server: PhaseMark | None = None
+    """The server's report (its ownership event); its `at` is set when it is played."""
+
+
+@dataclass(frozen=True)
+class CancelAsked:
+    """A cancel was asked for (a `cancel_request` line before the server answered)."""
+
+    t: float
+    rollout_id: str
+
+
+@dataclass(frozen=True)
+class CancelAnswered:
+    """The server answered the cancel asked for at `asked_t`, at `t` (or the request failed)."""
+
+    t: float
+    rollout_id: str
+    asked_t: float
+    disposition: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Untracked:
+    """The run stopped following the rollout; its server kept it until its lease ended."""
+
+    t: float
+    rollout_id: str
+
+
+@dataclass(frozen=True)
+class SentByHand:
+    """A rollout sent from the dashboard (`n`, or `r` re-running `rerun_of`): no work item's."""
+
+    t: float
+    rollout_id: str
+    rerun_of: str | None
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """The work item of `rollout_id` runs again under `new_rollout_id`."""
+
+    t: float
+    rollout_id: str
+    new_rollout_id: str
+    row_index: int | None
+    run_index: int | None
+
+
+@dataclass(frozen=True)
+class DispatchSteered:
+    """The run's dispatch was paused, resumed, or given a new max-in-flight (`value`)."""
+
+    t: float
+    action: str
+    value: int | None
+
+
+@dataclass(frozen=True)
+class SessionStarted:
+    """An invocation of the run began (the first, or a resume)."""
+
+    t: float
+    number: int
+    started_at: str | None
+
+
+@dataclass(frozen=True)
+class ModelCallSeen:
+    """A model call began (`ended` False) or ended; `call`'s monotonic times are seconds on
+    the recording's time line, shifted onto the board's clock when it is played."""
+
+    t: float
+    call: ModelCall
+    ended: bool
+
+
+@dataclass(frozen=True)
+class ResultSeen:
+    """A work item's journaled result counted without a status line of its own: the run
+    finished it without seeing it end (a deadline), or before the recording began."""
+
+    t: float
+    result: ItemResult
+
+
+ReplayEvent = (
+    StatusSeen
+    | CancelAsked
+    | CancelAnswered
+    | Untracked
+    | SentByHand
+    | Requeued
+    | DispatchSteered
+    | SessionStarted
+    | ModelCallSeen
+    | ResultSeen
+)
+
+
+def read_recording(path: Path, warnings: list[str]) -> list[ReplayEvent]:
+    """The events of `path` (a transitions.jsonl) and of the calls.jsonl beside it, in play
+    order; unreadable lines and unknown kinds are said in `warnings`."""
+    reader = _TransitionsReader(path, warnings)
+    for record in read_transitions(path, on_warning=warnings.append):
+        reader.read(record)
+    reader.say_unknown_kinds()
+    events = reader.events
+    calls = path.with_name(CALLS_FILE)
+    if calls.is_file():
+        events += _read_calls(calls, reader.session_of, warnings)
+    events.sort(key=lambda event: event.t)  # stable: lines of one instant keep file order
+    return events
+
+
+class _TransitionsReader:
+    """The lines of one transitions.jsonl, one at a time, onto the time line."""
+
+    def __init__(self, path: Path, warnings: list[str]) -> None:
+        self.path = path
+        self.warnings = warnings
+        self.events: list[ReplayEvent] = []
+        #: The time line's offset of the session each rollout's first status is in.
+        self.session_of: dict[str, float] = {}
+        self._offset = 0.0
+        self._last = 0.0  # the latest moment of the time line so far
+        self._sessions = 0
+        self._unknown: Counter[str] = Counter()
+
+    def _at(self, t: float) -> float:
+        moment = self._offset + float(t)
+        self._last = max(self._last, moment)
+        return moment
+
+    def read(self, record: dict[str, Any]) -> None:
+        kind = record["kind"]
+        if kind == "session":
+            self._offset = self._last
+            self._sessions += 1
+            started_at = record.get("started_at")
+            self.events.append(
+                SessionStarted(
+                    self._at(record["t"]),
+                    self._sessions,
+                    started_at if isinstance(started_at, str) else None,
+                )
+            )
+            return
+        rollout_id = record.get("rollout_id")
+        if kind == "control":
+            action = record.get("action")
+            if isinstance(action, str):
+                value = _int_or_none(record.get("value"))
+                self.events.append(DispatchSteered(self._at(record["t"]), action, value))
+            else:
+                self.warnings.append(f"{self.path}: skipped a control line without an action")
+            return
+        if not isinstance(rollout_id, str):
+            if kind in ROLLOUT_KINDS:
+                self.warnings.append(f"{self.path}: skipped a {kind} line without a rollout id")
+            else:
+                self._unknown[str(kind)] += 1
+            return
+        event = self._rollout_event(str(kind), record, rollout_id)
+        if event is None:
+            return
+        if isinstance(event, StatusSeen):
+            self.session_of.setdefault(rollout_id, self._offset)
+        self.events.append(event)
+
+    def _rollout_event(
+        self, kind: str, record: dict[str, Any], rollout_id: str
+    ) -> ReplayEvent | None:
+        """The event of a line about one rollout; None when it cannot be played."""
+        if kind == "status":
+            return self._status(record, rollout_id)
+        if kind == "cancel_request":
+            return self._cancel(record, rollout_id)
+        if kind == "untrack":
+            return Untracked(self._at(record["t"]), rollout_id)
+        if kind == "manual":
+            rerun_of = record.get("rerun_of")
+            return SentByHand(
+                self._at(record["t"]), rollout_id, rerun_of if isinstance(rerun_of, str) else None
+            )
+        if kind == "requeue":
+            return self._requeue(record, rollout_id)
+        self._unknown[kind] += 1
+        return None
+
+    def _status(self, record: dict[str, Any], rollout_id: str) -> ReplayEvent | None:
+        status = _STATUSES.get(str(record.get("status")))
+        if status is None:
+            self.warnings.append(f"{self.path}: skipped a status line without a known status")
+            return None
+        grade = record.get("grade")
+        return StatusSeen(
+            t=self._at(record["t"]),
+            rollout_id=rollout_id,
+            status=status,
+            row_index=_int_or_none(record.get("row_index")),
+            run_index=_int_or_none(record.get("run_index")),
+            source_row_index=_int_or_none(record.get("source_row_index")),
+            grade=grade if isinstance(grade, bool) else None,
+            server=_server_mark(record, status) if record.get("source") == "server" else None,
+        )
+
+    def _cancel(self, record: dict[str, Any], rollout_id: str) -> ReplayEvent:
+        asked = self._at(record["t"])
+        disposition, error = record.get("disposition"), record.get("error")
+        if disposition is None and error is None:
+            return CancelAsked(asked, rollout_id)
+        # Answered when the reply came; a line of an older version says only when it was asked.
+        reply_t = record.get("reply_t")
+        answered = self._at(reply_t) if _is_number(reply_t) else asked
+        return CancelAnswered(
+            answered,
+            rollout_id,
+            asked,
+            disposition if isinstance(disposition, str) else None,
+            error if isinstance(error, str) else None,
+        )
+
+    def _requeue(self, record: dict[str, Any], rollout_id: str) -> ReplayEvent | None:
+        new_rollout_id = record.get("new_rollout_id")
+        if not isinstance(new_rollout_id, str):
+            self.warnings.append(f"{self.path}: skipped a requeue line without its new id")
+            return None
+        return Requeued(
+            self._at(record["t"]),
+            rollout_id,
+            new_rollout_id,
+            _int_or_none(record.get("row_index")),
+            _int_or_none(record.get("run_index")),
+        )
+
+    def say_unknown_kinds(self) -> None:
+        for kind, count in sorted(self._unknown.items()):
+            self.warnings.append(
+                f"{self.path}: passed over {count} line(s) of kind {kind!r}, "
+                "which this version does not replay"
+            )
+
+
+#: The kinds of lines about one rollout.
+ROLLOUT_KINDS = frozenset({"status", "cancel_request", "untrack", "manual", "requeue"})
+_STATUSES = {status.value: status for status in RolloutStatus}
+
+
+def _read_calls(
+    path: Path, session_of: dict[str, float], warnings: list[str]
+) -> Iterable[ReplayEvent]:
+    """The start and the end of each model call in calls.jsonl, on the recording's time line.
+
+    A line's `t` counts from the start of its session, the one its rollout was first seen in;
+    a call of a rollout the recording never saw is taken to belong to the session of the
+    line before it (the file is appended in the order the calls ended)."""
+    offset = 0.0
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        warnings.append(f"{path}: not read ({exc.strerror or exc})")
+        return
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = load_json(raw)
+            call = _call_of(line)
+        except (ValueError, TypeError) as exc:
+            warnings.append(f"{path}:{number}: skipped a line that is not a model call ({exc})")
+            continue
+        offset = session_of.get(call.rollout_id, offset)
+        start = offset + call.started_monotonic
+        end = start + (call.latency_sec or 0.0)
+        call = replace(call, started_monotonic=start, ended_monotonic=end)
+        yield ModelCallSeen(start, _in_flight(call), ended=False)
+        yield ModelCallSeen(end, call, ended=True)
+
+
+def _call_of(line: object) -> ModelCall:
+    """A calls.jsonl line as the finished call it records; its monotonic times count from
+    its session's start."""
+    if not isinstance(line, dict):
+        raise ValueError("not a JSON object")
+    call_id, rollout_id, t = (
+        _int_or_none(line.get("call_id")),
+        line.get("rollout_id"),
+        line.get("t"),
+    )
+    if call_id is None or not isinstance(rollout_id, str) or not _is_number(t):
+        raise ValueError("no call_id, rollout_id and t")
+    latency = line.get("latency_s")
+    latency = float(latency) if _is_number(latency) else 0.0
+    started_at = _epoch(line.get("started_at")) or 0.0
+    return ModelCall(
+        call_id=call_id,
+        rollout_id=rollout_id,
+        streamed=line.get("streamed") is True,
+        requested_model=_text(line.get("model")) or "",
+        started_at=started_at,
+        started_monotonic=float(t),
+        request_text=_text(line.get("request")) or "",
+        ended_at=_epoch(line.get("ended_at")) or started_at + latency,
+        ended_monotonic=float(t) + latency,
+        status=_int_or_none(line.get("status")),
+        upstream_status=_int_or_none(line.get("upstream_status")),
+        prompt_tokens=_int_or_none(line.get("prompt_tokens")),
+        completion_tokens=_int_or_none(line.get("completion_tokens")),
+        total_tokens=_int_or_none(line.get("total_tokens")),
+        reply_text=_text(line.get("reply")),
+        error=_text(line.get("error")),
+        cost_usd=float(cost) if _is_number(cost := line.get("cost_usd")) else None,
+    )
+
+
+def _in_flight(call: ModelCall) -> ModelCall:
+    """`call` as it was while it waited for the model: nothing of its end known yet."""
+    return replace(
+        call,
+        ended_at=None,
+        ended_monotonic=None,
+        status=None,
+        upstream_status=None,
+        prompt_tokens=None,
+        completion_tokens=None,
+        total_tokens=None,
+        reply_text=None,
+        error=None,
+        cost_usd=None,
+    )
+
+
+def _server_mark(record: dict[str, Any], status: RolloutStatus) -> PhaseMark:
+    """The server's report a line records; its `at` is set when it is played."""
+    server_id = record.get("server_id")
+    return PhaseMark(
+        status,
+        0.0,
+        "server",
+        server_time=_epoch(record.get("server_time")),
+        event_sequence=_int_or_none(record.get("event_sequence")),
+        server_id=server_id if isinstance(server_id, str) else None,
+    )
+
+
+def _epoch(text: object) -> float | None:
+    """An ISO-8601 UTC time (`…Z`) as seconds since the epoch; None when it is none."""
+    if isinstance(text, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

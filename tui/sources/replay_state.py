@@ -1,0 +1,201 @@
+"""What a recording played up to one of its events amounts to: the board, and the run's counts.
+
+`ReplayState` is built fresh and fed events in order (`apply`); a replay that seeks back
+builds a new one and feeds it again from the start, so that the board after a seek or a
+step back is the board a fresh replay has at that point. It counts progress the way the
+live run counted it (`core.eval.session.EvalSession.progress`):
+
+- a work item is done once its journaled result was seen (the last attempt's, as in the
+  journal); rollouts sent by hand are no work items;
+- in flight: work items whose latest attempt is in flight (not finished, still followed);
+- not dispatched: the items with no attempt yet, and those requeued whose new attempt was not
+  sent yet; an item whose attempt ended without a result (cancelled, untracked) is neither,
+  as in the live run, where it waits for a resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from core.board import RolloutBoard
+from core.eval.results.metrics import Progress, progress
+from core.eval.results.records import ItemKey, ItemResult
+from core.rollout_record import CancelRequest
+from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
+from tui.sources.recording import (
+    CancelAnswered,
+    CancelAsked,
+    DispatchSteered,
+    ModelCallSeen,
+    ReplayEvent,
+    Requeued,
+    ResultSeen,
+    SentByHand,
+    SessionStarted,
+    StatusSeen,
+    Untracked,
+)
+
+_CATEGORIES = {category.value: category for category in RolloutErrorCategory}
+
+
+class ReplayState:
+    """The board and the run's counts after the events applied so far."""
+
+    def __init__(
+        self, *, started_at: float, journal: Mapping[str, ItemResult], manual: frozenset[str]
+    ) -> None:
+        """`started_at`: the board's clock at the recording's time 0 (kept across seeks, so
+        the app's clock never jumps); `journal`: every journaled result by rollout id;
+        `manual`: the rollouts sent by hand."""
+        self.board = RolloutBoard()
+        self.board.started_at = started_at
+        self._journal = journal
+        self._manual = manual
+        #: The work items' results seen so far (the last one per item).
+        self.results: dict[ItemKey, ItemResult] = {}
+        #: Each work item's latest attempt: the rollout seen first for it, or the id it was
+        #: requeued under.
+        self.attempts: dict[ItemKey, str] = {}
+        #: What the live event log told of: (recording seconds, text), in order.
+        self.notes: list[tuple[float, str]] = []
+        self.dispatch_paused = False
+        self.max_in_flight: int | None = None
+        self._cancels: dict[tuple[str, float], CancelRequest] = {}
+
+    def apply(self, event: ReplayEvent) -> None:
+        """Play one event (in play order) onto the board and the counts."""
+        at = self.board.started_at + event.t
+        if isinstance(event, StatusSeen):
+            self._status(event, at)
+        elif isinstance(event, ModelCallSeen):
+            call = replace(
+                event.call,
+                started_monotonic=self.board.started_at + event.call.started_monotonic,
+                ended_monotonic=(
+                    None
+                    if event.call.ended_monotonic is None
+                    else self.board.started_at + event.call.ended_monotonic
+                ),
+            )
+            if event.ended:
+                self.board.call_ended(call)
+            else:
+                self.board.call_started(call)
+        elif isinstance(event, CancelAsked):
+            cancel = CancelRequest(requested_at=at)
+            self._cancels[event.rollout_id, event.t] = cancel
+            self.board.observe_cancel(event.rollout_id, cancel)
+            self._note(event.t, f"cancel requested for {event.rollout_id[:10]}")
+        elif isinstance(event, CancelAnswered):
+            self._cancel_answered(event, at)
+        elif isinstance(event, Untracked):
+            if self.board.stop_tracking([event.rollout_id]):
+                self._note(
+                    event.t,
+                    f"stopped tracking {event.rollout_id[:10]}; "
+                    "the server keeps it until its lease ends",
+                )
+        elif isinstance(event, ResultSeen):
+            self.results[event.result.key] = event.result
+        else:
+            self._run_event(event)
+
+    def _run_event(self, event: SentByHand | Requeued | DispatchSteered | SessionStarted) -> None:
+        """What was done to the run rather than seen of a rollout: said in the notes."""
+        if isinstance(event, SentByHand):
+            rerun = f"re-running {event.rerun_of[:10]} as " if event.rerun_of else "submitted "
+            self._note(event.t, f"{rerun}{event.rollout_id[:10]} (by hand)")
+        elif isinstance(event, Requeued):
+            if event.row_index is not None and event.run_index is not None:
+                self.attempts[event.row_index, event.run_index] = event.new_rollout_id
+            self._note(event.t, f"requeued {event.rollout_id[:10]} as {event.new_rollout_id[:10]}")
+        elif isinstance(event, DispatchSteered):
+            if event.action in ("pause", "resume"):
+                self.dispatch_paused = event.action == "pause"
+                self._note(event.t, f"dispatch {event.action}d")
+            elif event.action == "max_in_flight" and event.value is not None:
+                self.max_in_flight = event.value
+                self._note(event.t, f"max in flight set to {event.value}")
+        elif event.number > 1:
+            self._note(event.t, f"the run resumed (invocation {event.number})")
+
+    def _status(self, event: StatusSeen, at: float) -> None:
+        rollout_id = event.rollout_id
+        if event.server is not None:
+            self.board.server_mark(rollout_id, replace(event.server, at=at))
+            return
+        item = self._journal.get(rollout_id)
+        terminal = event.status.is_terminal
+        source_row_index = event.source_row_index
+        if source_row_index is None and item is not None:
+            source_row_index = item.source_row_index  # an older recording: the journal's word
+        first = rollout_id not in self.board.records
+        self.board.observe(
+            rollout_id,
+            event.status,
+            at,
+            row_index=event.row_index,
+            run_index=event.run_index,
+            source_row_index=source_row_index,
+            grade=event.grade,
+            result=_result_of(item, event.status) if item is not None and terminal else None,
+        )
+        if event.row_index is None or event.run_index is None or rollout_id in self._manual:
+            return  # no work item's attempt
+        key = (event.row_index, event.run_index)
+        if first:
+            self.attempts[key] = rollout_id
+        if item is not None and terminal:
+            self.results[key] = item
+
+    def _cancel_answered(self, event: CancelAnswered, at: float) -> None:
+        cancel = self._cancels.get((event.rollout_id, event.asked_t))
+        if cancel is None:  # a recording of an older version: only the answered line
+            cancel = CancelRequest(requested_at=self.board.started_at + event.asked_t)
+        cancel.disposition = event.disposition
+        cancel.error = event.error
+        record = self.board.records.get(event.rollout_id)
+        if record is not None and record.finished:
+            cancel.answered_at = cancel.answered_at or at
+        self.board.observe_cancel(event.rollout_id, cancel)
+        answer = event.disposition or f"failed: {event.error}"
+        self._note(event.t, f"cancel {event.rollout_id[:10]}: {answer}")
+
+    def _note(self, t: float, text: str) -> None:
+        self.notes.append((t, text))
+
+    def progress(self, now: float, *, total_items: int, pass_threshold: float) -> Progress:
+        """The run's progress at `now` (the board's clock), counted as the live run did."""
+        in_flight: set[str] = set()
+        accounted = set(self.results)
+        for key, rollout_id in self.attempts.items():
+            record = self.board.records.get(rollout_id)
+            if record is None:
+                continue  # requeued: waits to be sent again
+            accounted.add(key)
+            if record.in_flight:
+                in_flight.add(rollout_id)
+        stuck = [rid for rid in self.board.stuck_ids(now) if rid in in_flight]
+        return progress(
+            self.results.values(),
+            total_items=total_items,
+            pass_threshold=pass_threshold,
+            in_flight=len(in_flight),
+            stuck=len(stuck),
+            not_dispatched=max(total_items - len(accounted), 0),
+        )
+
+
+def _result_of(item: ItemResult, status: RolloutStatus) -> RolloutResultResponse:
+    """A terminal result rebuilt from the journal: status, reward and error type."""
+    sample = RolloutSample(reward=item.reward) if item.reward is not None else None
+    category = _CATEGORIES.get(item.error_type or "")
+    return RolloutResultResponse.model_construct(
+        rollout_id=item.rollout_id,
+        status=status,
+        sample=sample,
+        err_message=None if category else item.error_type,
+        err_category=category,
+    )
