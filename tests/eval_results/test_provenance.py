@@ -68,6 +68,7 @@ def test_the_pass_threshold_a_manifest_says() -> None:
     manifest = {"provenance": run_provenance(workspace=None, config_path=None, pass_threshold=0.5)}
     assert manifest_pass_threshold(manifest) == 0.5
     # An official manifest (or an older one of ours) does not say; nor does anything else.
-    for document in ({"provenance": {"sdk_version": "0.3.8"}}, {}, [], None):
+    others: list[object] = [{"provenance": {"sdk_version": "0.3.8"}}, {}, [], None]
+    for document in others:
         assert manifest_pass_threshold(document) is None
     assert manifest_pass_threshold({"provenance": {"pass_threshold": True}}) is None
