@@ -28,12 +28,14 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from core.board import RolloutBoard
 from core.eval.export import write_export
 from core.eval.safe_text import replace_unsafe
 from core.rollout_record import RolloutRecord
 from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
 from tui.flows.cancel import CancelFlow
 from tui.flows.control import ControlFlow
+from tui.flows.playback import PlaybackFlow
 from tui.flows.quit import QuitFlow
 from tui.flows.submit import SubmitFlow
 from tui.screens.dialogs import HelpScreen
@@ -121,6 +123,7 @@ class DashboardApp(App[None]):
         self.submit_flow = SubmitFlow(self)
         self.quit_flow = QuitFlow(self)
         self.control_flow = ControlFlow(self)
+        self.playback = PlaybackFlow(self)
         self._shown_details: str | None = None
         #: The app's time when it saw the source's work end: `now` stays there.
         self._ended_at: float | None = None
@@ -209,6 +212,7 @@ class DashboardApp(App[None]):
         """Take the board's change batch and repaint what it touched (a few times a second)."""
         if self.paused:
             return
+        self.playback.sync()
         self._see_if_ended()
         batch = self.board.take_changes()
         table = self.table
@@ -226,6 +230,21 @@ class DashboardApp(App[None]):
         if details.has_class("-open") and (
             table.cursor_id in batch.ids or table.cursor_id != self._shown_details
         ):
+            self._show_details()
+
+    def use_board(self, board: RolloutBoard) -> None:
+        """Show `board` from scratch instead of the board shown: a replay that went back has
+        played its recording again onto a new one. A replay no longer at its end goes on."""
+        self.board = board
+        self.table.use_board(board)
+        self.summary.restart_throughput()
+        self._sampled_at = None
+        if self._ended_at is not None and self.source.ending is None:
+            self._ended_at = None
+            self.end_banner.hide()
+        self.update_summary()
+        self.refresh_bindings()
+        if self.details.has_class("-open"):
             self._show_details()
 
     def _tick(self) -> None:
@@ -399,6 +418,18 @@ class DashboardApp(App[None]):
             else:
                 self.source.slower()
             self.update_summary()
+
+    def action_step_back(self) -> None:
+        self.playback.step_back()
+
+    def action_seek(self) -> None:
+        self.playback.ask_time()
+
+    def action_seek_start(self) -> None:
+        self.playback.to_start()
+
+    def action_seek_end(self) -> None:
+        self.playback.to_end()
 
     def action_pause(self) -> None:
         if isinstance(self.source, ReplaySource):

@@ -33,7 +33,7 @@ LIVE_ACTIONS = frozenset(
     }
 )
 # Playback: only a replay has it.
-REPLAY_ACTIONS = frozenset({"step", "speed"})
+REPLAY_ACTIONS = frozenset({"step", "speed", "step_back", "seek", "seek_start", "seek_end"})
 
 DASHBOARD_BINDINGS: list[BindingType] = [
     Binding(
@@ -166,6 +166,36 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         "Step",
         tooltip="Replay: play one more event while paused",
         id="replay.step",
+    ),
+    Binding(
+        "comma",
+        "step_back",
+        "Back",
+        tooltip="Replay: take back the last event played (pauses)",
+        id="replay.back",
+    ),
+    Binding(
+        "colon",
+        "seek",
+        "Seek",
+        tooltip="Replay: jump to a time (90, 1m30s or 1:30)",
+        id="replay.seek",
+    ),
+    Binding(
+        "less_than_sign",
+        "seek_start",
+        "Start",
+        tooltip="Replay: back to the start of the recording",
+        show=False,
+        id="replay.start",
+    ),
+    Binding(
+        "greater_than_sign",
+        "seek_end",
+        "End",
+        tooltip="Replay: jump to the end of the recording",
+        show=False,
+        id="replay.end",
     ),
     Binding("plus", "speed(2.0)", "Faster", tooltip="Replay: play twice as fast", id="speed.up"),
     Binding("minus", "speed(0.5)", "Slower", tooltip="Replay: play half as fast", id="speed.down"),

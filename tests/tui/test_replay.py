@@ -13,41 +13,18 @@ from tests.tui.helpers import (
     SIZE,
     LiveFactory,
     details_text,
+    log_lines,
     row,
     status_line,
     text_of,
     until,
 )
-from tui.app import DashboardApp, create_app
+from tests.tui.recordings import replay_app, write_jsonl, write_recording, write_steered_run
+from tui.bindings import help_lines
+from tui.screens.seek import SeekScreen, parse_time
 from tui.sources.replay import ReplaySource
 
 Q, R, G, OK, FAIL = "queued", "running", "grading", "success", "failure"
-
-
-def write_recording(folder: Path, statuses: list[tuple[float, str, int, str]]) -> Path:
-    """A transitions.jsonl in the documented format: a session line, then status lines."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = [{"kind": "session", "t": 0.0, "started_at": "2026-03-01T12:00:00Z"}]
-    for t, rollout_id, row_index, status in statuses:
-        lines.append(
-            {
-                "kind": "status",
-                "rollout_id": rollout_id,
-                "row_index": row_index,
-                "run_index": 0,
-                "source_row_index": row_index,  # every row of the dataset
-                "status": status,
-                "t": t,
-            }
-        )
-    path = folder / "transitions.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
-
-
-def replay_app(path: Path, speed: float = 1.0) -> tuple[DashboardApp, ReplaySource]:
-    source = ReplaySource(path, speed=speed)
-    return create_app(source, clock=source.clock, export_dir=path.parent), source
 
 
 SLOW = [
@@ -132,9 +109,10 @@ async def test_pause_step_and_speed(tmp_path: Path) -> None:
 async def test_a_step_pressed_while_playing_pauses_and_plays_one_event(tmp_path: Path) -> None:
     app, source = replay_app(write_recording(tmp_path, SLOW))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: source.position == 2)  # now waiting ~3 s for the next
+        # The session's start and both queued: now waiting ~3 s for the next.
+        await until(pilot, lambda: source.position == 3)
         await pilot.press("full_stop")
-        await until(pilot, lambda: source.position == 3, timeout=1)
+        await until(pilot, lambda: source.position == 4, timeout=1)
         assert source.paused
 
 
@@ -170,3 +148,99 @@ def test_a_replay_reads_the_previews_beside_its_recording(tmp_path: Path) -> Non
     assert ReplaySource(path).preview_root is None
     (tmp_path / "run" / "previews").mkdir()
     assert ReplaySource(path).preview_root == tmp_path / "run" / "previews"
+
+
+async def test_the_end_of_the_recording_says_so_until_the_replay_goes_back(tmp_path: Path) -> None:
+    path = write_recording(tmp_path, SLOW)
+    results = [{"rollout_id": c * 32, "row_index": n, "run_index": 0, "status": "success",
+                "reward": 1.0} for n, c in enumerate("ab")]  # fmt: skip
+    write_jsonl(tmp_path / "events.jsonl", results)
+    app, source = replay_app(path, speed=64)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.end_banner.has_class("-shown"))
+        banner = text_of(app.end_banner)
+        assert "end of recording: all 7 events played" in banner
+        assert "2 of 2 work items have their result" in banner
+        await pilot.press("comma")  # one event back: a is grading again
+        await until(pilot, lambda: not app.end_banner.has_class("-shown"))
+        assert source.paused and source.position == 6 and not source.finished
+        assert app.board is source.board and app.table.board is source.board
+        statuses = {r.rollout_id[0]: r.status for r in app.board}
+        assert statuses == {"a": RolloutStatus.GRADING, "b": RolloutStatus.SUCCESS}
+        assert source.progress().done == 1
+        await until(pilot, lambda: "1/2" in text_of(app.summary))
+        await pilot.press("greater_than_sign")
+        await until(pilot, lambda: app.end_banner.has_class("-shown"))
+        assert source.finished and app.board.records["a" * 32].status is RolloutStatus.SUCCESS
+
+
+async def test_colon_jumps_to_a_time_and_lt_gt_to_the_start_and_the_end(tmp_path: Path) -> None:
+    app, source = replay_app(write_recording(tmp_path, SLOW))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")
+        assert source.paused
+        await pilot.press("colon")
+        await until(pilot, lambda: isinstance(app.screen, SeekScreen))
+        await pilot.press(*"soon", "enter")
+        assert isinstance(app.screen, SeekScreen)  # not a time: said, and asked again
+        assert "not a time: 'soon'" in text_of(app.screen.query_one("#seek-error"))
+        await pilot.press(*["backspace"] * 4, *"0:05", "enter")
+        await until(pilot, lambda: not isinstance(app.screen, SeekScreen))
+        # Every event up to 5 s played, none after; still paused.
+        assert (source.position, source.played, source.paused) == (5, 5.0, True)
+        await until(pilot, lambda: len(app.table.order) == 2)
+        assert {r.rollout_id[0]: r.status for r in app.board} == {
+            "a": RolloutStatus.RUNNING,
+            "b": RolloutStatus.SUCCESS,
+        }
+        assert "5.0s of 8.0s" in source.subtitle
+        await pilot.press("less_than_sign")
+        await until(pilot, lambda: app.table.order == [])
+        assert source.position == 0 and len(app.board) == 0
+        await pilot.press("greater_than_sign")
+        await until(pilot, lambda: len(app.table.order) == 2 and source.finished)
+        await pilot.press("colon", "escape")  # closed: nothing moves
+        assert source.finished and not isinstance(app.screen, SeekScreen)
+        keys = dict(help_lines(app))
+        assert keys[","] == "Replay: take back the last event played (pauses)"
+        assert keys[":"] == "Replay: jump to a time (90, 1m30s or 1:30)"
+        assert "Replay: back to the start of the recording" in keys.values()
+
+
+async def test_the_event_log_tells_what_was_done_up_to_the_replayed_moment(tmp_path: Path) -> None:
+    app, source = replay_app(write_steered_run(tmp_path / "steered"), speed=64)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: source.finished)
+        await pilot.press("l")
+        await until(pilot, lambda: any("max in flight set to 2" in x for x in log_lines(app)))
+        everything = log_lines(app)
+        assert [line.split("s  ", 1)[1] for line in everything] == [t for _, t in source.notes]
+        assert everything[0].strip().startswith("0.7s")  # at the recording's time
+        await pilot.press("p", "less_than_sign")  # paused: the start stays on the screen
+        await until(pilot, lambda: log_lines(app) == [])
+        await pilot.press("greater_than_sign")
+        await until(pilot, lambda: log_lines(app) == everything)  # each line once
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90.0),
+        ("90s", 90.0),
+        (" 1m30s ", 90.0),
+        ("1m 30s", 90.0),
+        ("2m", 120.0),
+        ("1h2m3s", 3723.0),
+        ("1:30", 90.0),
+        ("1:02:03", 3723.0),
+        ("0:05.5", 5.5),
+        ("2.5", 2.5),
+        ("", None),
+        ("soon", None),
+        ("-5", None),
+        ("1:2:3:4", None),
+        ("30s1m", None),
+    ],
+)
+def test_times_the_seek_box_reads(text: str, seconds: float | None) -> None:
+    assert parse_time(text) == seconds

@@ -1,4 +1,5 @@
-"""The end banner: once the run is over, why it ended and how to go on, until the app quits."""
+"""The end banner: once the run is over, why it ended and how to go on, until the app quits
+(or a replay goes back from its end)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,7 @@ class EndBanner(Static):
         self.update(Group(*lines))
         self.set_class(ending.complete, "-complete")
         self.add_class("-shown")
+
+    def hide(self) -> None:
+        """The work goes on again (a replay that went back from its end)."""
+        self.remove_class("-shown")

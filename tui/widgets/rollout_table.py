@@ -158,6 +158,14 @@ class RolloutTable(ScrollView, can_focus=True):
         self.view = view
         self.rebuild()
 
+    def use_board(self, board: RolloutBoard) -> None:
+        """Show another board's rollouts instead (a replay that went back): every row drawn
+        anew, the cursor on its rollout when the new board has it."""
+        self.board = board
+        self._strips.clear()
+        self.marks.intersection_update(board.records)
+        self.rebuild()
+
     def rebuild(self, changed: set[str] | None = None) -> None:
         """Recompute which rollouts show and in what order; keeps the cursor on its rollout.
 

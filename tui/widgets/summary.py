@@ -101,6 +101,11 @@ class SummaryStrip(Static):
             self._per_window.append(max(done - self._last_done, 0))
         self._last_done = done
 
+    def restart_throughput(self) -> None:
+        """Forget the samples: the run's time went back (a replay's seek)."""
+        self._per_window.clear()
+        self._last_done = None
+
     def items_per_sec(self) -> float | None:
         """Work items finished a second over the last minute; None before a full window, or
         when none finished in it (the rate is then unknown, not zero)."""
