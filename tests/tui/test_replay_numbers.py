@@ -1,0 +1,131 @@
+"""A replay of a real run says the run's own numbers: the live dashboard's counts, progress,
+pass rate, mean reward and tokens, and its metrics.json's, cancels and untracks included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.board import RolloutBoard
+from core.eval.results.metrics import Progress
+from core.eval.results.transitions import TransitionLog
+from server_stub.demo import MultiplyWorkflow
+from tests.tui.helpers import (
+    SIZE,
+    Live,
+    LiveFactory,
+    details_text,
+    make_app,
+    running_rollout,
+    text_of,
+    until,
+)
+from tests.tui.recordings import numbers, played_to_the_end, replay_app
+
+
+def multiply(**metadata: Any) -> dict[str, Any]:
+    """A row for the demo workflow, which asks the run's model (the stub) for the product."""
+    return {"user_prompt": "What is 6 * 7?", "ground_truth": "42", "metadata": metadata}
+
+
+# Row 0 sleeps before it asks the model (it is the one the test steers); 1 is answered
+# wrong (reward 0), 2 fails at the model (HTTP 500); the rest pass.
+ROWS = [
+    multiply(sleep=30),
+    multiply(stub="wrong"),
+    multiply(stub="error"),
+    multiply(),
+    multiply(),
+]
+
+
+def what_shows(board: RolloutBoard, progress: Progress, now: float) -> dict[str, Any]:
+    """What a dashboard shows of a run: its counts and progress, the model's totals, and each
+    rollout's status, cancels, model calls and reward."""
+    rollouts = {}
+    for record in board:
+        result = record.latest_result
+        rollouts[record.rollout_id] = (
+            record.display_status,
+            record.untracked,
+            [cancel.disposition for cancel in record.cancels],
+            record.model.calls,
+            record.model.tokens,
+            None if result is None or result.sample is None else result.sample.reward,
+        )
+    return {
+        "counts": dict(board.counts(now)),
+        "progress": numbers(progress),
+        "model": (board.total_tokens, board.model_calls),
+        "rollouts": rollouts,
+    }
+
+
+async def run_steered(live: Live, *keys: str) -> dict[str, Any]:
+    """Run `live` on the dashboard, press `keys` on row 0 once it runs, let the run end;
+    what the live dashboard showed at the end."""
+    app = make_app(live)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_rollout(pilot, app)
+        await pilot.press(*keys)
+        await until(pilot, lambda: live.source.finished, timeout=30)
+        board = live.source.board
+        return what_shows(board, live.source.progress(), app.now())
+
+
+def assert_the_metrics_say_it(folder: Path, shown: dict[str, Any]) -> None:
+    summary = json.loads((folder / "metrics.json").read_text())["summary"]
+    progress = shown["progress"]
+    assert progress["done"] == summary["total_samples"]
+    assert progress["completed"] == summary["completed_samples"]
+    assert progress["passed"] == summary["passed"]
+    assert progress["pass_rate"] == summary["pass_rate"]
+    assert progress["mean_reward"] == pytest.approx(summary["reward_stats"]["mean"])
+    # Nothing cancelled asked the model: every token was a work item's.
+    assert shown["model"][0] == summary["tokens_used"] > 0
+
+
+async def test_a_run_with_a_cancel_replays_with_the_run_s_numbers(live_eval: LiveFactory) -> None:
+    async with live_eval(ROWS, workflow=MultiplyWorkflow, pass_threshold=0.5) as live:
+        live_shown = await run_steered(live, "c", "y")
+    cancelled = live.row_id(0)
+    assert live_shown["rollouts"][cancelled][:3] == ("cancelled", False, ["cancelled_running"])
+    assert live_shown["progress"]["done"] == 4 and live_shown["progress"]["not_dispatched"] == 0
+    replayed = played_to_the_end(live.folder / "transitions.jsonl")
+    assert what_shows(replayed.board, replayed.progress(), replayed.clock()) == live_shown
+    assert_the_metrics_say_it(live.folder, live_shown)
+    # On the dashboard: the end, the numbers, and a rollout's model calls in its details.
+    app, source = replay_app(live.folder, speed=64)  # the run folder itself
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.end_banner.has_class("-shown"))
+        assert "end of recording" in text_of(app.end_banner)
+        summary = text_of(app.summary)
+        # Rows 3 and 4 pass; 1 was graded 0, 2 failed: 2 of 4 scored, mean of 0, 1 and 1.
+        assert "4/5  pass 50.0%  mean reward 0.667" in summary
+        assert f"tokens {live_shown['model'][0]} " in summary
+        answered = live.row_id(3)
+        app.table.move_cursor_to(answered)
+        await pilot.press("enter")
+        await until(pilot, lambda: "model calls" in details_text(app))
+        assert "last reply   42" in details_text(app)
+        assert source.warnings == []
+
+
+@pytest.mark.skipif(
+    not hasattr(TransitionLog, "untrack"),
+    reason="untracks are recorded by the in-run control work (transitions.jsonl `untrack`)",
+)
+async def test_a_run_with_an_untrack_replays_with_the_run_s_numbers(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval(ROWS, workflow=MultiplyWorkflow, pass_threshold=0.5) as live:
+        live_shown = await run_steered(live, "x")
+    untracked = live.row_id(0)
+    assert live_shown["rollouts"][untracked][:2] == ("running", True)
+    assert live_shown["progress"]["in_flight"] == 0
+    replayed = played_to_the_end(live.folder / "transitions.jsonl")
+    assert what_shows(replayed.board, replayed.progress(), replayed.clock()) == live_shown
+    assert_the_metrics_say_it(live.folder, live_shown)
