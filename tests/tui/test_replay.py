@@ -19,7 +19,13 @@ from tests.tui.helpers import (
     text_of,
     until,
 )
-from tests.tui.recordings import replay_app, write_jsonl, write_recording, write_steered_run
+from tests.tui.recordings import (
+    played_to_the_end,
+    replay_app,
+    write_jsonl,
+    write_recording,
+    write_steered_run,
+)
 from tui.bindings import help_lines
 from tui.screens.seek import SeekScreen, parse_time
 from tui.sources.replay import ReplaySource
@@ -75,6 +81,13 @@ async def test_a_replay_counts_with_the_run_s_own_pass_threshold(live_eval: Live
         assert (replayed.done, replayed.total, replayed.completed) == (4, 4, 4)
         assert replayed.mean_reward == pytest.approx(summary["reward_stats"]["mean"])
         await until(pilot, lambda: "pass 75.0%" in text_of(app.summary))
+    # A run killed before it wrote a metrics.json: the manifest says the threshold it had.
+    (live.folder / "metrics.json").unlink()
+    assert (
+        json.loads((live.folder / "manifest.json").read_text())["provenance"]["pass_threshold"]
+        == 0.5
+    )
+    assert played_to_the_end(live.folder).progress().pass_rate == summary["pass_rate"]
 
 
 async def test_pause_step_and_speed(tmp_path: Path) -> None:
