@@ -167,11 +167,14 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         tooltip="Replay: play one more event while paused",
         id="replay.step",
     ),
+    # Going back and seeking are off the footer, which must keep quit and help at 80 columns:
+    # the help, the palette and the end of the recording's banner name them.
     Binding(
         "comma",
         "step_back",
         "Back",
         tooltip="Replay: take back the last event played (pauses)",
+        show=False,
         id="replay.back",
     ),
     Binding(
@@ -179,6 +182,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         "seek",
         "Seek",
         tooltip="Replay: jump to a time (90, 1m30s or 1:30)",
+        show=False,
         id="replay.seek",
     ),
     Binding(
