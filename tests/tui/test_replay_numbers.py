@@ -11,7 +11,6 @@ import pytest
 
 from core.board import RolloutBoard
 from core.eval.results.metrics import Progress
-from core.eval.results.transitions import TransitionLog
 from server_stub.demo import MultiplyWorkflow
 from tests.tui.helpers import (
     SIZE,
@@ -114,13 +113,11 @@ async def test_a_run_with_a_cancel_replays_with_the_run_s_numbers(live_eval: Liv
         assert source.warnings == []
 
 
-@pytest.mark.skipif(
-    not hasattr(TransitionLog, "untrack"),
-    reason="untracks are recorded by the in-run control work (transitions.jsonl `untrack`)",
-)
 async def test_a_run_with_an_untrack_replays_with_the_run_s_numbers(
     live_eval: LiveFactory,
 ) -> None:
+    # Untracked when its `untrack` line says, or, in a recording without one, when the
+    # invocation that had it in flight ended.
     async with live_eval(ROWS, workflow=MultiplyWorkflow, pass_threshold=0.5) as live:
         live_shown = await run_steered(live, "x")
     untracked = live.row_id(0)

@@ -195,3 +195,32 @@ def test_a_result_the_recording_never_saw_end_counts_when_its_rollout_was_last_h
     source.seek(3.2)
     progress = source.progress()
     assert (progress.done, progress.completed, progress.passed, progress.in_flight) == (1, 1, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("state", "followed_at_the_end"), [("running", True), ("incomplete", False)]
+)
+def test_an_invocation_that_ended_no_longer_follows_what_it_had_in_flight(
+    tmp_path: Path, state: str, followed_at_the_end: bool
+) -> None:
+    # A recording of a version that wrote no untrack lines: the first invocation was
+    # interrupted with `left` running (left to its lease); the second one left `last` running.
+    left, last = "1" * 32, "2" * 32
+
+    def running(rid: str, row: int) -> dict[str, object]:
+        return {"kind": "status", "rollout_id": rid, "row_index": row, "run_index": 0,
+                "status": "running", "t": 0.2}  # fmt: skip
+
+    lines = [{"kind": "session", "t": 0.0}, running(left, 0), {"kind": "session", "t": 0.0},
+             running(last, 1)]  # fmt: skip
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "transitions.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / "metrics.json").write_text(json.dumps({"eval_run": {"status": state}}))
+    source = played_to_the_end(folder)
+    records = source.board.records
+    assert records[left].untracked and records[left].status is RolloutStatus.RUNNING
+    # A run that still goes on (or was killed) has not ended its last invocation.
+    assert records[last].in_flight is followed_at_the_end
+    assert source.progress().in_flight == int(followed_at_the_end)
+    assert source.notes[0] == (0.2, "invocation 1 ended with 1 in flight, no longer followed")

@@ -109,6 +109,15 @@ class SessionStarted:
 
 
 @dataclass(frozen=True)
+class SessionEnded:
+    """An invocation of the run ended (another began after it, or it wrote its results):
+    whatever it still followed, nobody follows any more."""
+
+    t: float
+    number: int
+
+
+@dataclass(frozen=True)
 class ModelCallSeen:
     """A model call began (`ended` False) or ended; `call`'s monotonic times are seconds on
     the recording's time line, shifted onto the board's clock when it is played."""
@@ -136,6 +145,7 @@ ReplayEvent = (
     | Requeued
     | DispatchSteered
     | SessionStarted
+    | SessionEnded
     | ModelCallSeen
     | ResultSeen
 )
@@ -178,6 +188,8 @@ class _TransitionsReader:
     def read(self, record: dict[str, Any]) -> None:
         kind = record["kind"]
         if kind == "session":
+            if self._sessions:
+                self.events.append(SessionEnded(self._last, self._sessions))
             self._offset = self._last
             self._sessions += 1
             started_at = record.get("started_at")

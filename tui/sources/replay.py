@@ -42,6 +42,8 @@ from tui.sources.recording import (
     ReplayEvent,
     ResultSeen,
     SentByHand,
+    SessionEnded,
+    SessionStarted,
     StatusSeen,
     read_recording,
 )
@@ -78,6 +80,7 @@ class ReplaySource:
             if self.recording is not None:
                 events = read_recording(self.recording, self.warnings)
                 events += _results_without_an_end(events, history)
+                events += self._last_session_end(events)
             else:
                 events = read_results_timeline(self.folder, history, self.warnings)
         except OSError as exc:
@@ -121,6 +124,17 @@ class ReplaySource:
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             self.warnings.append(f"{document}: not read ({exc})")
             return None
+
+    def _last_session_end(self, events: list[ReplayEvent]) -> list[ReplayEvent]:
+        """The end of the last invocation, once it wrote its results (its metrics.json is no
+        longer `running`); nothing for a run that still goes on, or was killed."""
+        metrics = self._json_beside(METRICS_FILE)
+        eval_run = metrics.get("eval_run") if isinstance(metrics, dict) else None
+        state = eval_run.get("status") if isinstance(eval_run, dict) else None
+        sessions = sum(isinstance(event, SessionStarted) for event in events)
+        if state not in ("finished", "incomplete") or not sessions:
+            return []
+        return [SessionEnded(max(event.t for event in events), sessions)]
 
     def _pass_threshold(self) -> float:
         """The run's threshold: its metrics.json's (the latest invocation's), else the one its

@@ -10,7 +10,9 @@ live run counted it (`core.eval.session.EvalSession.progress`):
 - in flight: work items whose latest attempt is in flight (not finished, still followed);
 - not dispatched: the items with no attempt yet, and those requeued whose new attempt was not
   sent yet; an item whose attempt ended without a result (cancelled, untracked) is neither,
-  as in the live run, where it waits for a resume.
+  as in the live run, where it waits for a resume;
+- an invocation that ended (`SessionEnded`) no longer follows what it still had in flight, as
+  a live run untracks it when it ends, whether or not its recording says so.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tui.sources.recording import (
     Requeued,
     ResultSeen,
     SentByHand,
+    SessionEnded,
     SessionStarted,
     StatusSeen,
     Untracked,
@@ -102,8 +105,11 @@ class ReplayState:
         else:
             self._run_event(event)
 
-    def _run_event(self, event: SentByHand | Requeued | DispatchSteered | SessionStarted) -> None:
-        """What was done to the run rather than seen of a rollout: said in the notes."""
+    def _run_event(
+        self, event: SentByHand | Requeued | DispatchSteered | SessionStarted | SessionEnded
+    ) -> None:
+        """What was done to the run rather than seen of a rollout: said in the notes (an
+        invocation that ended also stops following what it had in flight)."""
         if isinstance(event, SentByHand):
             rerun = f"re-running {event.rerun_of[:10]} as " if event.rerun_of else "submitted "
             self._note(event.t, f"{rerun}{event.rollout_id[:10]} (by hand)")
@@ -118,6 +124,16 @@ class ReplayState:
             elif event.action == "max_in_flight" and event.value is not None:
                 self.max_in_flight = event.value
                 self._note(event.t, f"max in flight set to {event.value}")
+        elif isinstance(event, SessionEnded):
+            # A run that ends stops following what is still in flight; a recording of an
+            # older version does not say so itself.
+            left = [record.rollout_id for record in self.board if record.in_flight]
+            if self.board.stop_tracking(left):
+                self._note(
+                    event.t,
+                    f"invocation {event.number} ended with {len(left)} in flight, "
+                    "no longer followed",
+                )
         elif event.number > 1:
             self._note(event.t, f"the run resumed (invocation {event.number})")
 
