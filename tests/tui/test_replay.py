@@ -170,7 +170,7 @@ async def test_the_end_of_the_recording_says_so_until_the_replay_goes_back(tmp_p
     write_jsonl(tmp_path / "events.jsonl", results)
     app, source = replay_app(path, speed=64)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.end_banner.has_class("-shown"))
+        await until(pilot, lambda: "end of recording" in text_of(app.end_banner))
         banner = text_of(app.end_banner)
         assert "end of recording: all 7 events played" in banner
         assert "2 of 2 work items have their result" in banner

@@ -17,6 +17,7 @@ from tests.tui.helpers import (
     Live,
     LiveFactory,
     details_text,
+    log_lines,
     make_app,
     running_rollout,
     text_of,
@@ -71,6 +72,10 @@ async def run_steered(live: Live, *keys: str) -> dict[str, Any]:
         await running_rollout(pilot, app)
         await pilot.press(*keys)
         await until(pilot, lambda: live.source.finished, timeout=30)
+        # The cancel flow's worker says the server's answer last: the app must outlive it.
+        cancels = [cancel for record in live.source.board for cancel in record.cancels]
+        if cancels:
+            await until(pilot, lambda: any("cancel requested" in x for x in log_lines(app)))
         board = live.source.board
         return what_shows(board, live.source.progress(), app.now())
 
@@ -99,12 +104,11 @@ async def test_a_run_with_a_cancel_replays_with_the_run_s_numbers(live_eval: Liv
     # On the dashboard: the end, the numbers, and a rollout's model calls in its details.
     app, source = replay_app(live.folder, speed=64)  # the run folder itself
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.end_banner.has_class("-shown"))
-        assert "end of recording" in text_of(app.end_banner)
-        summary = text_of(app.summary)
+        await until(pilot, lambda: "end of recording" in text_of(app.end_banner))
         # Rows 3 and 4 pass; 1 was graded 0, 2 failed: 2 of 4 scored, mean of 0, 1 and 1.
-        assert "4/5  pass 50.0%  mean reward 0.667" in summary
-        assert f"tokens {live_shown['model'][0]} " in summary
+        shown = "4/5  pass 50.0%  mean reward 0.667"
+        await until(pilot, lambda: shown in text_of(app.summary))
+        assert f"tokens {live_shown['model'][0]} " in text_of(app.summary)
         answered = live.row_id(3)
         app.table.move_cursor_to(answered)
         await pilot.press("enter")

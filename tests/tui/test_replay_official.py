@@ -165,10 +165,9 @@ def test_without_its_logs_each_result_follows_the_one_before(tmp_path: Path) -> 
 async def test_an_official_run_on_the_dashboard(tmp_path: Path) -> None:
     app, _source = replay_app(official_run(tmp_path / "r1"), speed=256)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.end_banner.has_class("-shown"), timeout=20)
-        assert "end of recording" in text_of(app.end_banner)
+        await until(pilot, lambda: "end of recording" in text_of(app.end_banner), timeout=20)
         assert app.end_banner.has_class("-complete")  # every work item has its result
-        assert "4/4  pass 66.7%  mean reward 0.750" in text_of(app.summary)
+        await until(pilot, lambda: "4/4  pass 66.7%  mean reward 0.750" in text_of(app.summary))
         assert len(app.table.order) == 6
 
 
