@@ -11,6 +11,17 @@ from core.eval.results.metrics import Progress
 from tui.app import DashboardApp, create_app
 from tui.sources.replay import ReplaySource
 
+#: Two rollouts, seconds apart: b is seen queued then done (running and grading between two
+#: polls: not observed), a in every phase.
+SLOW = [
+    (0.0, "a" * 32, 0, "queued"),
+    (0.05, "b" * 32, 1, "queued"),
+    (3.0, "a" * 32, 0, "running"),
+    (4.0, "b" * 32, 1, "success"),
+    (6.0, "a" * 32, 0, "grading"),
+    (8.0, "a" * 32, 0, "success"),
+]
+
 
 def write_jsonl(path: Path, lines: list[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)

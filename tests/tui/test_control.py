@@ -22,7 +22,7 @@ from tests.tui.helpers import (
     text_of,
     until,
 )
-from tests.tui.test_replay import SLOW, replay_app, write_recording
+from tests.tui.recordings import SLOW, replay_app, write_recording
 from tui.app import DashboardApp
 from tui.bindings import help_lines
 from tui.screens.dialogs import ConfirmScreen

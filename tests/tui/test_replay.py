@@ -20,6 +20,7 @@ from tests.tui.helpers import (
     until,
 )
 from tests.tui.recordings import (
+    SLOW,
     played_to_the_end,
     replay_app,
     write_jsonl,
@@ -31,16 +32,6 @@ from tui.screens.seek import SeekScreen, parse_time
 from tui.sources.replay import ReplaySource
 
 Q, R, G, OK, FAIL = "queued", "running", "grading", "success", "failure"
-
-
-SLOW = [
-    (0.0, "a" * 32, 0, Q),
-    (0.05, "b" * 32, 1, Q),
-    (3.0, "a" * 32, 0, R),
-    (4.0, "b" * 32, 1, OK),  # running and grading between two polls: not observed
-    (6.0, "a" * 32, 0, G),
-    (8.0, "a" * 32, 0, OK),
-]
 
 
 async def test_a_real_recording_plays_to_the_end(live_eval: LiveFactory) -> None:
@@ -233,6 +224,11 @@ async def test_the_event_log_tells_what_was_done_up_to_the_replayed_moment(tmp_p
         await until(pilot, lambda: log_lines(app) == [])
         await pilot.press("greater_than_sign")
         await until(pilot, lambda: log_lines(app) == everything)  # each line once
+        # Paused at the end of the first invocation: said as recorded, with no key to steer it.
+        await pilot.press("colon", *"1.6", "enter")
+        await until(pilot, lambda: "dispatch paused" in status_line(app))
+        assert "P resumes" not in status_line(app)
+        assert "+1 manual" in text_of(app.summary)
 
 
 @pytest.mark.parametrize(

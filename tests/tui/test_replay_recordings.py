@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.eval.dispatch_gate import DispatchState
 from core.types import RolloutStatus
 from tests.tui.recordings import (
     B2,
@@ -75,8 +76,9 @@ def test_every_kind_of_line_plays_and_the_run_counts_as_it_did_live(tmp_path: Pa
     # d2's call counts from the second session's start, which goes on where the first ended.
     (d2_call,) = board.records[D2].model.recent
     assert d2_call.started_monotonic - board.started_at == pytest.approx(1.6 + 0.3)
-    assert (source.state.dispatch_paused, source.state.max_in_flight) == (False, 2)
-    assert "max in flight 2" in source.subtitle
+    assert source.dispatch() == DispatchState(paused=False, max_in_flight=2, in_flight=0, manual=1)
+    assert board.records[M].manual and not board.records[A].manual
+    assert board.records[D].requeued_as == D2
     assert [text for _t, text in source.notes] == [
         f"submitted {M[:10]} (by hand)",
         f"cancel requested for {B[:10]}",
@@ -112,7 +114,7 @@ def test_at_the_end_of_the_first_invocation(tmp_path: Path) -> None:
         "not_dispatched": 2,
         "stuck": 0,
     }
-    assert source.state.dispatch_paused and "dispatch paused" in source.subtitle
+    assert source.dispatch() == DispatchState(paused=True, in_flight=0, manual=1)
 
 
 def test_seeks_and_steps_back_leave_the_board_of_a_fresh_replay(tmp_path: Path) -> None:

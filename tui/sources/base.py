@@ -113,7 +113,7 @@ class DashboardSource(Protocol):
 
     def dispatch(self) -> DispatchState | None:
         """The run's dispatch as it is now (paused, max-in-flight, in flight, sent by hand);
-        None when there is none to steer (a replay)."""
+        a replay's as recorded (nothing to steer), None when there is none."""
         ...
 
     def pause_dispatch(self, paused: bool) -> None:

@@ -172,17 +172,14 @@ class ReplaySource:
     @property
     def subtitle(self) -> str:
         state = "paused" if self.paused else f"{self.speed:g}x"
-        parts = [
-            f"{self.position}/{len(self.events)} events",
-            f"{duration(self._played)} of {duration(self.length)}",
-            state,
-            f"{len(self._ids)} rollouts",
-        ]
-        if self.state.dispatch_paused:
-            parts.append("dispatch paused")
-        if self.state.max_in_flight is not None:
-            parts.append(f"max in flight {self.state.max_in_flight}")
-        return " · ".join(parts)
+        return " · ".join(
+            [
+                f"{self.position}/{len(self.events)} events",
+                f"{duration(self._played)} of {duration(self.length)}",
+                state,
+                f"{len(self._ids)} rollouts",
+            ]
+        )
 
     @property
     def read_only(self) -> bool:
@@ -371,7 +368,8 @@ class ReplaySource:
         raise RuntimeError("a replay is read-only")
 
     def dispatch(self) -> DispatchState | None:
-        return None
+        """The run's dispatch as recorded, up to the replayed moment (nothing to steer)."""
+        return self.state.dispatch()
 
     def pause_dispatch(self, paused: bool) -> None:
         raise RuntimeError("a replay is read-only")

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from core.board import RolloutBoard
+from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress, progress
 from core.eval.results.records import ItemKey, ItemResult
 from core.rollout_record import CancelRequest
@@ -65,6 +66,8 @@ class ReplayState:
         self.notes: list[tuple[float, str]] = []
         self.dispatch_paused = False
         self.max_in_flight: int | None = None
+        #: Rollouts sent by hand seen so far.
+        self.manual_sent = 0
         self._cancels: dict[tuple[str, float], CancelRequest] = {}
 
     def apply(self, event: ReplayEvent) -> None:
@@ -116,6 +119,9 @@ class ReplayState:
         elif isinstance(event, Requeued):
             if event.row_index is not None and event.run_index is not None:
                 self.attempts[event.row_index, event.run_index] = event.new_rollout_id
+            record = self.board.records.get(event.rollout_id)
+            if record is not None:  # shown with its cancel, whose lines follow
+                record.requeued_as = event.new_rollout_id
             self._note(event.t, f"requeued {event.rollout_id[:10]} as {event.new_rollout_id[:10]}")
         elif isinstance(event, DispatchSteered):
             if event.action in ("pause", "resume"):
@@ -148,6 +154,9 @@ class ReplayState:
         if source_row_index is None and item is not None:
             source_row_index = item.source_row_index  # an older recording: the journal's word
         first = rollout_id not in self.board.records
+        manual = rollout_id in self._manual
+        if manual and first:
+            self.manual_sent += 1
         self.board.observe(
             rollout_id,
             event.status,
@@ -158,8 +167,12 @@ class ReplayState:
             grade=event.grade,
             result=_result_of(item, event.status) if item is not None and terminal else None,
         )
-        if event.row_index is None or event.run_index is None or rollout_id in self._manual:
-            return  # no work item's attempt
+        if manual:
+            # Flagged from its first line (its `manual` line comes after its first statuses).
+            self.board.records[rollout_id].manual = True
+            return
+        if event.row_index is None or event.run_index is None:
+            return  # no work item's attempt (a recording of an older version)
         key = (event.row_index, event.run_index)
         if first:
             self.attempts[key] = rollout_id
@@ -182,17 +195,33 @@ class ReplayState:
     def _note(self, t: float, text: str) -> None:
         self.notes.append((t, text))
 
-    def progress(self, now: float, *, total_items: int, pass_threshold: float) -> Progress:
-        """The run's progress at `now` (the board's clock), counted as the live run did."""
+    def _sent(self) -> tuple[set[ItemKey], set[str]]:
+        """The work items sent (their attempt is on the board), and the attempts in flight."""
+        sent: set[ItemKey] = set()
         in_flight: set[str] = set()
-        accounted = set(self.results)
         for key, rollout_id in self.attempts.items():
             record = self.board.records.get(rollout_id)
             if record is None:
                 continue  # requeued: waits to be sent again
-            accounted.add(key)
+            sent.add(key)
             if record.in_flight:
                 in_flight.add(rollout_id)
+        return sent, in_flight
+
+    def dispatch(self) -> DispatchState:
+        """The run's dispatch as recorded: paused or not, its limit once one was set, the
+        work items in flight, the rollouts sent by hand."""
+        return DispatchState(
+            paused=self.dispatch_paused,
+            max_in_flight=self.max_in_flight,
+            in_flight=len(self._sent()[1]),
+            manual=self.manual_sent,
+        )
+
+    def progress(self, now: float, *, total_items: int, pass_threshold: float) -> Progress:
+        """The run's progress at `now` (the board's clock), counted as the live run did."""
+        sent, in_flight = self._sent()
+        accounted = sent | set(self.results)
         stuck = [rid for rid in self.board.stuck_ids(now) if rid in in_flight]
         return progress(
             self.results.values(),

@@ -42,7 +42,7 @@ class StatusLine(Static):
         line.append(f"  sort: {SORTS[view.sort]}")
         if marked:
             line.append(f"  {marked} marked", "yellow")
-        line.append_text(dispatch_text(dispatch))
+        line.append_text(dispatch_text(dispatch, steerable=not read_only))
         if paused:
             line.append("  PAUSED (p resumes)", "bold yellow")
         if read_only:
