@@ -24,6 +24,7 @@ from tests.tui.helpers import (
     until,
 )
 from tests.tui.recordings import numbers, played_to_the_end, replay_app
+from tui.screens.dialogs import NewRolloutScreen
 
 
 def multiply(**metadata: Any) -> dict[str, Any]:
@@ -51,6 +52,8 @@ def what_shows(board: RolloutBoard, progress: Progress, now: float) -> dict[str,
         rollouts[record.rollout_id] = (
             record.display_status,
             record.untracked,
+            record.manual,
+            record.requeued_as,
             [cancel.disposition for cancel in record.cancels],
             record.model.calls,
             record.model.tokens,
@@ -96,7 +99,13 @@ async def test_a_run_with_a_cancel_replays_with_the_run_s_numbers(live_eval: Liv
     async with live_eval(ROWS, workflow=MultiplyWorkflow, pass_threshold=0.5) as live:
         live_shown = await run_steered(live, "c", "y")
     cancelled = live.row_id(0)
-    assert live_shown["rollouts"][cancelled][:3] == ("cancelled", False, ["cancelled_running"])
+    assert live_shown["rollouts"][cancelled][:5] == (
+        "cancelled",
+        False,
+        False,
+        None,
+        ["cancelled_running"],
+    )
     assert live_shown["progress"]["done"] == 4 and live_shown["progress"]["not_dispatched"] == 0
     replayed = played_to_the_end(live.folder / "transitions.jsonl")
     assert what_shows(replayed.board, replayed.progress(), replayed.clock()) == live_shown
@@ -130,3 +139,40 @@ async def test_a_run_with_an_untrack_replays_with_the_run_s_numbers(
     replayed = played_to_the_end(live.folder / "transitions.jsonl")
     assert what_shows(replayed.board, replayed.progress(), replayed.clock()) == live_shown
     assert_the_metrics_say_it(live.folder, live_shown)
+
+
+async def test_a_run_with_a_requeue_and_a_rollout_sent_by_hand_replays_with_its_numbers(
+    live_eval: LiveFactory,
+) -> None:
+    # Row 0 runs long enough to be requeued, and its new attempt for the one sent by hand.
+    rows = [multiply(sleep=5), *ROWS[1:]]
+    async with live_eval(rows, workflow=MultiplyWorkflow, pass_threshold=0.5) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            old = await running_rollout(pilot, app)
+            await pilot.press("R", "y")
+            await until(pilot, lambda: app.board.records[old].requeued_as is not None)
+            await pilot.press("n")
+            await until(pilot, lambda: isinstance(app.screen, NewRolloutScreen))
+            await pilot.press(*"What is 2 * 3?", "enter")
+            await until(pilot, lambda: any("submitted" in line for line in log_lines(app)))
+            await until(pilot, lambda: live.source.finished, timeout=30)
+            live_shown = what_shows(live.source.board, live.source.progress(), app.now())
+            live_dispatch = live.source.dispatch()
+    new = live.source.board.records[old].requeued_as
+    assert new is not None and live_shown["rollouts"][new][0] == "success"
+    (manual,) = [rid for rid, shown in live_shown["rollouts"].items() if shown[2]]
+    assert live_shown["progress"]["done"] == 5  # the requeued item's new attempt; not the manual
+    replayed = played_to_the_end(live.folder)
+    assert what_shows(replayed.board, replayed.progress(), replayed.clock()) == live_shown
+    replayed_dispatch = replayed.dispatch()
+    assert live_dispatch is not None and replayed_dispatch is not None
+    assert replayed_dispatch.manual == live_dispatch.manual == 1
+    summary = json.loads((live.folder / "metrics.json").read_text())["summary"]
+    progress = live_shown["progress"]
+    assert (progress["done"], progress["passed"]) == (summary["total_samples"], summary["passed"])
+    assert progress["pass_rate"] == summary["pass_rate"]
+    # The board's tokens are every model call's: the work items' (metrics.json's) and the
+    # rollout sent by hand's.
+    manual_tokens = replayed.board.records[manual].model.tokens or 0
+    assert live_shown["model"][0] == summary["tokens_used"] + manual_tokens
