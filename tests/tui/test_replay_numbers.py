@@ -1,5 +1,6 @@
 """A replay of a real run says the run's own numbers: the live dashboard's counts, progress,
-pass rate, mean reward and tokens, and its metrics.json's, cancels and untracks included."""
+pass rate, mean reward and tokens, and its metrics.json's, with cancels, untracks, requeues and
+rollouts sent by hand."""
 
 from __future__ import annotations
 
