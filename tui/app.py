@@ -30,7 +30,6 @@ from textual.widgets import Footer, Input
 
 from core.board import RolloutBoard
 from core.eval.export import write_export
-from core.eval.safe_text import replace_unsafe
 from core.rollout_record import RolloutRecord
 from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
 from tui.flows.cancel import CancelFlow
@@ -45,6 +44,7 @@ from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
 from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
+from tui.widgets.format import multi_line
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.status_line import StatusLine
@@ -305,7 +305,7 @@ class DashboardApp(App[None]):
     def report(self, message: str, *, severity: str = "information") -> None:
         """A toast and an event-log line (the message may hold untrusted text: never markup)."""
         self.event_log.add(self.clock() - self.board.started_at, message)
-        self.notify(replace_unsafe(message), severity=severity, markup=False)  # type: ignore[arg-type]
+        self.notify(multi_line(message), severity=severity, markup=False)  # type: ignore[arg-type]
 
     # -- selection and details -------------------------------------------------------------
 

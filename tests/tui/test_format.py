@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.widgets.format import duration
+from tui.widgets.format import duration, multi_line, one_line, plain
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,19 @@ def _seconds(text: str) -> float:
         minutes, secs = text.rstrip("s").split("m")
         return int(minutes) * 60 + int(secs)
     return float(text.rstrip("s"))
+
+
+def test_one_line_shows_line_breaks_and_tabs_as_spaces() -> None:
+    assert one_line("What is\n12 * 3?\tthanks\r\n") == "What is 12 * 3? thanks  "
+    assert one_line("a\x1bb") == "a\ufffdb"  # any other control: replaced, the width kept
+
+
+def test_multi_line_keeps_the_line_breaks() -> None:
+    assert (
+        multi_line("What is\r\n12 * 3?\n\n\tthanks\x1b") == "What is\n12 * 3?\n\n    thanks\ufffd"
+    )
+
+
+def test_plain_wraps_on_the_texts_own_lines() -> None:
+    assert plain("a\nb", wrap=True).plain == "a\nb"
+    assert plain("a\nb").plain == "a b"

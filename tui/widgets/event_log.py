@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Log
 
-from core.eval.safe_text import replace_unsafe
+from tui.widgets.format import one_line
 
 
 class EventLog(Log):
@@ -14,4 +14,4 @@ class EventLog(Log):
         super().__init__(max_lines=2000, highlight=False, **kwargs)  # type: ignore[arg-type]
 
     def add(self, elapsed: float, message: str) -> None:
-        self.write_line(f"{elapsed:8.1f}s  {replace_unsafe(message)}")
+        self.write_line(f"{elapsed:8.1f}s  {one_line(message)}")

@@ -72,13 +72,29 @@ def reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+# The whitespace a terminal would act on: on one line each is a space (a cell keeps its width).
+_AS_SPACE = str.maketrans(dict.fromkeys("\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+
+def one_line(text: str) -> str:
+    """Untrusted text for one line (a cell, a log line): line breaks and tabs as spaces, any
+    other character that may not reach a terminal as U+FFFD; the same length as `text`."""
+    return replace_unsafe(text.translate(_AS_SPACE))
+
+
+def multi_line(text: str) -> str:
+    """Untrusted text for a block that wraps (a prompt, a reply): its own line breaks kept,
+    tabs as spaces, any other character that may not reach a terminal as U+FFFD."""
+    return "\n".join(replace_unsafe(line.expandtabs(4)) for line in text.splitlines())
+
+
 def plain(text: str, style: str = "", *, wrap: bool = False) -> Text:
     """Untrusted text (ids, labels, errors, prompts) as Rich Text: `[` is never markup and
-    control characters cannot reach the terminal. One line (ellipsis) unless `wrap`."""
-    cleaned = replace_unsafe(text)
+    control characters cannot reach the terminal. One line (ellipsis) unless `wrap`, which
+    keeps the text's own line breaks."""
     if wrap:
-        return Text(cleaned, style=style, overflow="fold")
-    return Text(cleaned, style=style, no_wrap=True, overflow="ellipsis")
+        return Text(multi_line(text), style=style, overflow="fold")
+    return Text(one_line(text), style=style, no_wrap=True, overflow="ellipsis")
 
 
 def status_text(status: str) -> Text:

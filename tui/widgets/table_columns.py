@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.board import RolloutBoard
-from core.eval.safe_text import replace_unsafe
 from core.rollout_record import RolloutRecord
-from tui.widgets.format import STATUS_STYLES, compact_count, duration, reward
+from tui.widgets.format import STATUS_STYLES, compact_count, duration, one_line, reward
 
 PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
 
@@ -102,12 +101,12 @@ def row_cells(
     elif result is not None and result.err_category is not None:
         error = result.err_category.value
     elif result is not None and result.err_message:
-        error = replace_unsafe(result.err_message)
+        error = one_line(result.err_message)
     return {
         "mark": ("▌" if marked else "", "bold yellow"),
         "row": ("-" if record.source_row_index is None else str(record.source_row_index), ""),
         "try": ("-" if record.run_index is None else str(record.run_index), ""),
-        "rollout": (replace_unsafe(record.rollout_id[:10]), ""),
+        "rollout": (one_line(record.rollout_id[:10]), ""),
         "status": (status_label, STATUS_STYLES.get(status, "")),
         "in_phase": (duration(in_phase), ""),
         "total": (duration(end - record.submitted_at), ""),
