@@ -18,6 +18,7 @@ from core.phases import PHASES
 from core.rollout_record import PhaseMark, RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.format import compact_count, duration, money, plain, reward, status_text
+from tui.widgets.message_text import message_shown, text_shown
 from tui.widgets.phase_track import SKIP_EXPLANATIONS, phase_track
 
 MAX_MESSAGE_CHARS = 400
@@ -165,22 +166,20 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
             if sample.remove_sample:
                 rows.append(("removed", Text("sample removed: counts as skipped", "yellow")))
             for message in sample.messages[-4:]:
-                role = str(message.get("role", "?"))
-                content = message.get("content")
-                text = content if isinstance(content, str) else json.dumps(content, default=str)
-                rows.append((role, plain(_short(text), wrap=True)))
+                role = str(message.get("role") or message.get("type") or "?")
+                rows.append((role, plain(_short(message_shown(message)), wrap=True)))
             if sample.metrics:
                 rows.append(("metrics", plain(json.dumps(sample.metrics, default=str), wrap=True)))
         sections.append(Group(Text("result", "bold underline"), _pairs(rows)))
 
     if options is not None:
-        prompt = options.initial_messages[-1].get("content", "") if options.initial_messages else ""
+        prompt = message_shown(options.initial_messages[-1]) if options.initial_messages else ""
         sections.append(
             Group(
                 Text("request", "bold underline"),
                 _pairs(
                     [
-                        ("prompt", plain(_short(str(prompt)), wrap=True)),
+                        ("prompt", plain(_short(prompt), wrap=True)),
                         (
                             "label",
                             plain(options.label if options.label is not None else "-", wrap=True),
@@ -263,12 +262,15 @@ def _model_calls(activity: ModelActivity, t0: float, now: float) -> RenderableTy
     rows: list[tuple[str, RenderableType]] = []
     latest = activity.latest()
     if latest is not None:
-        rows.append(("last request", plain(_short(latest.request_text or "-"), wrap=True)))
+        rows.append(
+            ("last request", plain(_short(text_shown(latest.request_text) or "-"), wrap=True))
+        )
     replied = activity.recent[-1] if activity.recent else None
     if replied is not None:
-        # Model text, JSON or not, is shown as it came: text, never markup.
+        # Model text is shown as text, never markup (message parts: their text, not JSON).
         if replied.status == 200:
-            rows.append(("last reply", plain(_short(replied.reply_text or "-"), wrap=True)))
+            reply = text_shown(replied.reply_text or "")
+            rows.append(("last reply", plain(_short(reply or "-"), wrap=True)))
         else:
             rows.append(("last error", plain(_short(replied.error or "-"), "red", wrap=True)))
     return Group(
