@@ -135,3 +135,32 @@ def test_a_cancel_that_failed_leaves_the_row_in_its_status_not_cancelling() -> N
     cells = row_cells(record, board, NOW, marked=False)
     assert cells["status"][0] == "running"
     assert "cancel failed" in cells["flags"][0]
+
+
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "nord"])
+async def test_dim_columns_are_the_themes_muted_text(theme: str) -> None:
+    """The try, id and total columns are context: quieter than the other cells, yet readable
+    on the theme's background (not the #ffffff of an unblended `$text-muted`)."""
+    board = finished_board(3)
+    app = build_app(StaticSource(board, total=3))
+    app.theme = theme
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause()
+        table = app.table
+        strip = table.render_line(1)
+        colours = {
+            segment.text.strip(): segment.style.color
+            for segment in strip
+            if segment.style and segment.text.strip()
+        }
+        dim = colours[f"{0:032x}"[:10]]
+        muted = table.get_component_rich_style("rollout-table--dim").color
+        text, background = table.rich_style.color, table.rich_style.bgcolor
+        assert dim is not None and text is not None and background is not None
+        assert dim == muted
+        assert 60 < _distance(dim, background) < _distance(text, background)
+
+
+def _distance(one: Any, other: Any) -> float:
+    (r1, g1, b1), (r2, g2, b2) = one.get_truecolor(), other.get_truecolor()
+    return float(((r1 - r2) ** 2 + (g1 - g2) ** 2 + (b1 - b2) ** 2) ** 0.5)

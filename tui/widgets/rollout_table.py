@@ -328,6 +328,11 @@ class RolloutTable(ScrollView, can_focus=True):
         """Only the (blended) background of a component class: the cells keep their colours."""
         return Style(bgcolor=self.get_component_rich_style(component).bgcolor)
 
+    def _foreground(self, component: str) -> Style:
+        """Only the colour of a component class, blended as the theme means it (`$text-muted`
+        is a shade of the background: a partial style would leave it unblended, white)."""
+        return Style(color=self.get_component_rich_style(component).color)
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._restyled = True
@@ -351,7 +356,7 @@ class RolloutTable(ScrollView, can_focus=True):
             styles = (
                 self.rich_style,
                 self.get_component_rich_style("rollout-table--header"),
-                self.get_component_rich_style("rollout-table--dim", partial=True),
+                self._foreground("rollout-table--dim"),
                 self.get_component_rich_style("rollout-table--marked"),
             )
             if styles != self._cached_styles:
@@ -386,7 +391,7 @@ class RolloutTable(ScrollView, can_focus=True):
 
     def _render_row(self, record: RolloutRecord, base: Style) -> Strip:
         style = self._style
-        dim = self.get_component_rich_style("rollout-table--dim", partial=True)
+        dim = self._foreground("rollout-table--dim")
         marked = record.rollout_id in self.marks
         cells = row_cells(record, self.board, self.clock(), marked=marked)
         segments: list[Segment] = []
