@@ -9,7 +9,7 @@ import pytest
 from core.board import RolloutBoard
 from core.rollout_record import CancelRequest
 from core.types import RolloutStatus
-from tests.tui.helpers import status_line
+from tests.tui.helpers import status_line, text_of
 from tests.tui.states import NOW, T0, StaticSource, build_app, rollout_id, running_board
 from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.table_columns import COLUMNS, layout_columns, row_cells
@@ -164,3 +164,20 @@ async def test_dim_columns_are_the_themes_muted_text(theme: str) -> None:
 def _distance(one: Any, other: Any) -> float:
     (r1, g1, b1), (r2, g2, b2) = one.get_truecolor(), other.get_truecolor()
     return float(((r1 - r2) ** 2 + (g1 - g2) ** 2 + (b1 - b2) ** 2) ** 0.5)
+
+
+async def test_the_scrollbar_thumb_is_whole_cells_wherever_it_is() -> None:
+    """Over many rows the thumb is a cell or two; drawn in eighths of a cell it was a lone
+    `▅` beside the rows, which read as a stray glyph rather than a scrollbar."""
+    app = build_app(StaticSource(finished_board(240), total=240))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.table
+        scrollbar = table.vertical_scrollbar
+        assert scrollbar.display and scrollbar.region.width == 1
+        for _ in range(12):
+            drawn = text_of(scrollbar)
+            assert set(drawn) <= {" ", "\n"}, drawn
+            await pilot.press("pagedown")
+            await pilot.pause()
+        assert int(table.scroll_offset.y) > 100  # it went down the list meanwhile

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -18,6 +19,7 @@ from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
 
 from core.board import RolloutBoard
@@ -42,6 +44,17 @@ def _overlay(strip: Strip, style: Style) -> Strip:
     return Strip(Segment.apply_style(strip, post_style=style), strip.cell_length)
 
 
+class WholeCellScrollBarRender(ScrollBarRender):
+    """A scrollbar whose thumb starts and ends on whole cells.
+
+    Textual draws a thumb's ends in eighths of a cell (`▁` … `▇`). Over thousands of rows the
+    thumb is one cell, drawn as two such halves: a lone `▅` that creeps along the table's
+    edge as rows arrive, and reads as a stray glyph, not as a scrollbar.
+    """
+
+    VERTICAL_BARS: ClassVar[list[str]] = [" "] * len(ScrollBarRender.VERTICAL_BARS)
+
+
 class RolloutTable(ScrollView, can_focus=True):
     """Every rollout on the board that passes the filters, in the chosen order.
 
@@ -59,6 +72,7 @@ class RolloutTable(ScrollView, can_focus=True):
     RolloutTable {
         height: 1fr;
         overflow-x: hidden;
+        scrollbar-size-vertical: 1;  /* one column more for the cells at 80 columns */
         /* The scrollbar's room is kept even while every row fits: the columns do not
            shift (and every cached line go stale) when the first row too many arrives. */
         scrollbar-gutter: stable;
@@ -150,6 +164,11 @@ class RolloutTable(ScrollView, can_focus=True):
         self._styles: dict[str, Style] = {}
         self._cached_styles: tuple[Style, ...] = ()
         self._restyled = True
+
+    def on_mount(self) -> None:
+        # This table's scrollbar only; Textual documents the class variable as settable on
+        # an instance for that.
+        self.vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
 
     # -- data ------------------------------------------------------------------------------
 
