@@ -26,12 +26,18 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from core.board import RolloutBoard
 from core.eval.export import write_export
 from core.rollout_record import RolloutRecord
-from tui.bindings import DASHBOARD_BINDINGS, action_state, help_lines, palette_commands
+from tui.bindings import (
+    DASHBOARD_BINDINGS,
+    FOOTER_PRIORITY,
+    action_state,
+    help_lines,
+    palette_commands,
+)
 from tui.flows.cancel import CancelFlow
 from tui.flows.control import ControlFlow
 from tui.flows.playback import PlaybackFlow
@@ -44,6 +50,7 @@ from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
 from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
+from tui.widgets.fitted_footer import FittedFooter
 from tui.widgets.format import multi_line
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.rollout_table import RolloutTable
@@ -156,8 +163,7 @@ class DashboardApp(App[None]):
                 yield self.event_log
             yield self.details
         yield self.status_line
-        # Compact, so that every footer key down to Quit fits in 100 columns.
-        yield Footer(compact=True)
+        yield FittedFooter(FOOTER_PRIORITY)
 
     def on_mount(self) -> None:
         table = self.table

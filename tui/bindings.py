@@ -228,6 +228,27 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     ),
 ]
 
+#: The footer's keys, most needed first: where they do not all fit, the last go first, so that
+#: quit and help (which lists every key) always show, then the log. The command palette's key
+#: is Textual's own.
+FOOTER_PRIORITY = (
+    "quit_dashboard",
+    "help",
+    "event_log",
+    "details",
+    "cancel_server",
+    "filter",
+    "command_palette",
+    "pause",
+    "step",
+    "speed(2.0)",
+    "speed(0.5)",
+    "untrack",
+    "sort",
+    "new_rollout",
+    "rerun",
+)
+
 
 def action_state(action: str, source: DashboardSource, record: RolloutRecord | None) -> bool | None:
     """What `App.check_action` answers for `action` with `record` selected: None greys a

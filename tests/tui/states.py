@@ -475,10 +475,10 @@ def server_truth_source() -> StaticSource:
 THROUGHPUT = [3, 5, 4, 6, 5, 2, 1, 3, 4, 2, 1, 1, 2, 1, 1, 0, 1, 0, 2]
 
 
-def build_app(source: StaticSource | None = None) -> DashboardApp:
+def build_app(source: StaticSource | None = None, *, theme: str = THEME) -> DashboardApp:
     """The dashboard over a static source: frozen clock, fixed theme, no animations."""
     app = create_app(source or running_source(), clock=lambda: NOW, start_work=False)
-    app.theme = THEME
+    app.theme = theme
     app.animation_level = "none"
     return app
 
@@ -503,13 +503,16 @@ def prepare_view(*, cursor_row: int | None = None) -> Callable[[Pilot[Any]], Awa
 
 @dataclass(frozen=True)
 class Shot:
-    """One screenshot (and snapshot test): which keys, on which row, at what size."""
+    """One snapshot test (and README screenshot): which keys, on which row, at what size."""
 
     name: str
     press: tuple[str, ...] = ()
     cursor_row: int | None = None
     size: tuple[int, int] = SIZE
     source: Callable[[], StaticSource] = running_source
+    theme: str = THEME
+    #: Drawn into screenshots/ for the README too (else a snapshot test only).
+    screenshot: bool = True
 
 
 SHOTS = (
@@ -529,16 +532,17 @@ SHOTS = (
         size=(80, 24),
         source=server_truth_source,
     ),
+    Shot("small", size=(80, 24)),
 )
 
 
 def write_screenshots(folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for shot in SHOTS:
+    for shot in (shot for shot in SHOTS if shot.screenshot):
         # The function pytest-textual-snapshot draws its snapshots with: the same pictures.
         svg = take_svg_screenshot(
-            app=build_app(shot.source()),
+            app=build_app(shot.source(), theme=shot.theme),
             press=shot.press,
             terminal_size=shot.size,
             run_before=prepare_view(cursor_row=shot.cursor_row),

@@ -17,7 +17,7 @@ from tests.tui.states import SHOTS, Shot, build_app, prepare_view
 @pytest.mark.parametrize("shot", SHOTS, ids=[shot.name for shot in SHOTS])
 def test_snapshot(shot: Shot, snap_compare: Callable[..., bool], clean_terminal: None) -> None:
     assert snap_compare(
-        build_app(shot.source()),
+        build_app(shot.source(), theme=shot.theme),
         press=shot.press,
         terminal_size=shot.size,
         run_before=prepare_view(cursor_row=shot.cursor_row),
