@@ -533,6 +533,8 @@ SHOTS = (
         source=server_truth_source,
     ),
     Shot("small", size=(80, 24)),
+    # The details beside the table at 80 columns: every phase track whole.
+    Shot("small-details", press=("enter",), cursor_row=16, size=(80, 24), screenshot=False),
 )
 
 

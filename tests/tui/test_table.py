@@ -9,8 +9,9 @@ import pytest
 from core.board import RolloutBoard
 from core.rollout_record import CancelRequest
 from core.types import RolloutStatus
-from tests.tui.helpers import status_line, text_of
+from tests.tui.helpers import row_text, status_line, text_of
 from tests.tui.states import NOW, T0, StaticSource, build_app, rollout_id, running_board
+from tui.widgets.phase_track import phase_track
 from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.table_columns import COLUMNS, layout_columns, row_cells
 
@@ -31,6 +32,30 @@ def test_columns_fit_the_width(width: int) -> None:
     if width >= sum(column.width for column in COLUMNS):
         assert keys == [column.key for column in COLUMNS]
         assert sum(w for _, w in layout) == width  # the spare width is used, not wasted
+
+
+def test_no_column_is_ever_cut_and_the_phase_track_always_shows() -> None:
+    for width in range(15, 241):
+        layout = layout_columns(width)
+        assert sum(given for _, given in layout) <= width, width
+        assert {"mark", "row", "phases"} <= {column.key for column, _ in layout}
+    # Beside the details pane at 100 columns: what needs an eye before the error's category.
+    assert [column.key for column, _ in layout_columns(55)][-1] == "flags"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (70, 24), (100, 30)])
+async def test_with_the_details_open_every_phase_track_is_whole(size: tuple[int, int]) -> None:
+    app = build_app(StaticSource(running_board(), total=40))
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.details.display
+        table = app.table
+        visible = table.scrollable_content_region.width  # the scrollbar covers the rest
+        for rollout_id in table.order[: table.size.height - 1]:
+            drawn = row_text(app, rollout_id)[:visible]
+            track = phase_track(app.board.records[rollout_id]).plain
+            assert track in drawn, (drawn, track)
 
 
 def finished_board(rows: int) -> RolloutBoard:

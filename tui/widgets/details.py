@@ -287,7 +287,7 @@ class DetailsPane(VerticalScroll):
     DEFAULT_CSS = """
     DetailsPane {
         width: 40%;
-        min-width: 44;
+        min-width: 36;  /* at 80 columns the table keeps its row, id, status and phases */
         max-width: 72;
         border-left: tall $accent;
         padding: 0 1;

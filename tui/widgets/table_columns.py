@@ -21,18 +21,25 @@ class Column:
     #: The width it gets (the error and flags columns: the least it gets).
     width: int
     align: str = "left"
-    #: Narrow terminals drop these columns, 1 first (0: always shown).
+    #: Narrow tables drop these columns, 1 first (0: never dropped). Those past
+    #: `SHRINK_LEVEL` go only once the kept columns have shrunk and still do not fit.
     drop: int = 0
     #: Drawn in the table's muted colour: context, not news.
     dim: bool = False
+    #: What it shrinks to at `SHRINK_LEVEL` (None: it does not shrink).
+    least: int | None = None
 
 
+# Once every column that can go has gone and the rest still do not fit (a details pane
+# beside a narrow terminal), the kept columns give up their slack, then the rollout id and
+# the status go too: the phase track is never cut.
+SHRINK_LEVEL = 8
 COLUMNS = (
     Column("mark", "", 2),
-    Column("row", "row", 6, "right"),
+    Column("row", "row", 6, "right", least=5),
     Column("try", "try", 4, "right", drop=1, dim=True),
-    Column("rollout", "rollout", 11, dim=True),
-    Column("status", "status", 13),
+    Column("rollout", "rollout", 11, drop=9, dim=True, least=9),
+    Column("status", "status", 13, drop=10),
     Column("phases", "phases", 8),
     Column("in_phase", "in phase", 9, "right", drop=4),
     Column("total", "total", 8, "right", drop=2, dim=True),
@@ -40,8 +47,10 @@ COLUMNS = (
     Column("tokens", "tokens", 7, "right", drop=2),
     # "model 3m05s": the longest a call can wait before it says hours.
     Column("model", "model", 12, drop=3),
-    Column("error", "error", 12, drop=7),
-    Column("flags", "flags", 10, drop=6),
+    # The error's category is in the details, and the status is red already; a stuck or
+    # untracked rollout says so only here: the flags stay longer.
+    Column("error", "error", 12, drop=6),
+    Column("flags", "flags", 10, drop=7),
 )
 # Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
 # cut), then to the error up to a cap (categories are short; messages are in the details).
@@ -52,17 +61,22 @@ Layout = tuple[tuple[Column, int], ...]
 
 
 def layout_columns(width: int) -> Layout:
-    """The columns that fit in `width`, with their widths.
+    """The columns that fit in `width`, with their widths: never more than `width` (from 15
+    columns on: the mark, the row and the phase track), so that no column is ever cut.
 
-    Columns are dropped least useful first until the rest fit (so nothing is cut at 100
-    columns or with the details pane open), then the spare width goes to flags and error.
+    Columns are dropped least useful first until the rest fit (see `SHRINK_LEVEL` for the
+    last of them), then the spare width goes to flags and error.
     """
     shown = list(COLUMNS)
-    for level in sorted({column.drop for column in COLUMNS if column.drop}):
-        if sum(column.width for column in shown) <= width:
-            break
-        shown = [column for column in shown if column.drop != level]
     widths = {column.key: column.width for column in shown}
+    for level in sorted({column.drop for column in COLUMNS if column.drop} | {SHRINK_LEVEL}):
+        if sum(widths[column.key] for column in shown) <= width:
+            break
+        if level == SHRINK_LEVEL:
+            widths.update((c.key, c.least) for c in shown if c.least is not None)
+        else:
+            shown = [column for column in shown if column.drop != level]
+    widths = {column.key: widths[column.key] for column in shown}
     spare = max(width - sum(widths.values()), 0)
     for key, up_to in (("flags", FLAGS_COMFORTABLE), ("error", ERROR_MAX), ("flags", width)):
         if key in widths:
