@@ -535,6 +535,8 @@ SHOTS = (
     Shot("small", size=(80, 24)),
     # The details beside the table at 80 columns: every phase track whole.
     Shot("small-details", press=("enter",), cursor_row=16, size=(80, 24), screenshot=False),
+    # The event log opened with the cursor on the last row: the table scrolls to keep it.
+    Shot("small-log", press=("end", "l"), size=(80, 24), screenshot=False),
 )
 
 

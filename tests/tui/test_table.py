@@ -206,3 +206,19 @@ async def test_the_scrollbar_thumb_is_whole_cells_wherever_it_is() -> None:
             await pilot.press("pagedown")
             await pilot.pause()
         assert int(table.scroll_offset.y) > 100  # it went down the list meanwhile
+
+
+@pytest.mark.parametrize("opening", ["l", "slash"], ids=["event log", "filter bar"])
+async def test_the_cursor_stays_in_view_when_the_table_gets_shorter(opening: str) -> None:
+    app = build_app(StaticSource(finished_board(60), total=60))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.table
+        await pilot.press("end")  # the cursor on the last line in view
+        await pilot.press(opening)
+        await pilot.pause()
+        assert table.size.height < 18
+        top = int(table.scroll_offset.y)
+        assert table.cursor_index == 59
+        assert top <= 59 < top + table.size.height - 1
+        assert table.rollout_at(59 - top + 1) == f"{59:032x}"

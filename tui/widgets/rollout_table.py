@@ -283,8 +283,8 @@ class RolloutTable(ScrollView, can_focus=True):
 
     def _scroll_to_cursor(self) -> None:
         index = self.cursor_index
-        if index is None:
-            return
+        if index is None or not self.size.height:
+            return  # not laid out yet: the first resize brings the cursor into view
         top, rows = int(self.scroll_offset.y), max(self._rows_height, 1)
         # force: right after a rebuild the scrollbar may not be laid out yet (a filter that
         # left one row, then cleared), and without it an `overflow: auto` view will not move.
@@ -292,6 +292,11 @@ class RolloutTable(ScrollView, can_focus=True):
             self.scroll_to(y=index, animate=False, force=True)
         elif index >= top + rows:
             self.scroll_to(y=index - rows + 1, animate=False, force=True)
+
+    def on_resize(self) -> None:
+        # Fewer lines (the event log or the filter bar opened, the terminal shrank): the
+        # cursor's row must stay in view.
+        self._scroll_to_cursor()
 
     def action_cursor(self, delta: int) -> None:
         if not self.order:
