@@ -317,7 +317,9 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
             keys = f"{toggles[0].key} … {toggles[-1].key}"
             shown.append((keys, "Show or hide a status: " + ", ".join(statuses)))
     shown += [
-        ("↑ ↓ pgup pgdn home end", "Move the cursor (also j, k, g, G, or a click)"),
+        # Two lines: one long key column would squeeze every description at 80 columns.
+        ("↑ ↓ pgup pgdn", "Move the cursor a row or a page (also j, k, or a click)"),
+        ("home end", "The first or the last rollout (also g, G)"),
         ("^p", "Command palette: every action by name"),
     ]
     return shown

@@ -537,6 +537,12 @@ SHOTS = (
     Shot("small-details", press=("enter",), cursor_row=16, size=(80, 24), screenshot=False),
     # The event log opened with the cursor on the last row: the table scrolls to keep it.
     Shot("small-log", press=("end", "l"), size=(80, 24), screenshot=False),
+    # The help fits and scrolls; the dialogs fit from 60 columns.
+    Shot("small-help", press=("question_mark",), size=(80, 24), screenshot=False),
+    Shot("small-help-end", press=("question_mark", "end"), size=(80, 24), screenshot=False),
+    Shot("quit-60", press=("q",), size=(60, 24), screenshot=False),
+    Shot("cancel-confirm-60", press=("c",), cursor_row=16, size=(60, 24), screenshot=False),
+    Shot("new-rollout-60", press=("n",), size=(60, 24), screenshot=False),
 )
 
 

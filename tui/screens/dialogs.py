@@ -1,15 +1,20 @@
-"""Modal screens: y/n confirmation, the quit choice, the help, and a new rollout form."""
+"""Modal screens: y/n confirmation, the quit choice, the help, and a new rollout form.
+
+Each sits in a `DialogFrame`: as wide as it likes up to the terminal's width, and scrolling
+when the terminal is too short for it, so that nothing is lost from 60 columns or 24 lines.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 
+from rich.columns import Columns
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
@@ -20,13 +25,15 @@ DIALOG_CSS = """
     align: center middle;
     background: $background 60%;
 }}
-{name} > Vertical {{
+{name} > DialogFrame {{
     width: 72;
+    max-width: 100%;
     height: auto;
     max-height: 90%;
     border: thick $accent;
     background: $surface;
     padding: 1 2;
+    scrollbar-size-vertical: 1;
 }}
 {name} Horizontal {{
     height: auto;
@@ -37,6 +44,11 @@ DIALOG_CSS = """
     margin-left: 1;
 }}
 """
+
+
+class DialogFrame(VerticalScroll, can_focus=False):
+    """A dialog's box. It scrolls when it does not fit; the keys stay with its buttons and
+    inputs (focusing one brings it into view)."""
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -53,7 +65,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.question = question
 
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with DialogFrame():
             yield Static(self.question)
             with Horizontal():
                 yield Button("No (n)", id="no")
@@ -95,7 +107,7 @@ class QuitScreen(ModalScreen[str]):
         self.in_flight = in_flight
 
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with DialogFrame():
             yield Static(
                 Text.assemble(
                     (f"{self.in_flight} rollouts are still in flight.\n\n", "bold"),
@@ -117,14 +129,19 @@ class QuitScreen(ModalScreen[str]):
         self.dismiss(str(event.button.id))
 
 
+class HelpFrame(DialogFrame, can_focus=True):
+    """The help's box takes the keys itself: the arrows, page up and down, home and end
+    scroll it."""
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key binding of the dashboard, with what it does."""
 
     DEFAULT_CSS = (
         DIALOG_CSS.format(name="HelpScreen")
         + """
-    HelpScreen > Vertical { width: 88; }
-    HelpScreen VerticalScroll { height: auto; max-height: 30; margin-bottom: 1; }
+    HelpScreen > DialogFrame { width: 88; }
+    HelpScreen .legend-title { margin-top: 1; }
     """
     )
     BINDINGS = [
@@ -150,20 +167,21 @@ class HelpScreen(ModalScreen[None]):
         keys.add_column()
         for key, description in self.bindings_shown:
             keys.add_row(key, description)
-        legend = Table.grid(padding=(0, 2))
-        per_line = 5
-        for _ in range(per_line):
-            legend.add_column(no_wrap=True)
-        cells = [Text.assemble((glyph, "bold"), f" {meaning}") for glyph, meaning in self.legend]
-        for start in range(0, len(cells), per_line):
-            legend.add_row(*cells[start : start + per_line])
-        with Vertical():
-            yield Label(Text("osmosis-tui keys", "bold"))
-            with VerticalScroll():
-                yield Static(keys)
-            yield Label(Text("phase track: queued ─ running ─ grading ─ end", "bold"))
+        # As many glyphs to a line as the width allows.
+        legend = Columns(
+            [Text.assemble((glyph, "bold"), f" {meaning}") for glyph, meaning in self.legend],
+            padding=(0, 2),
+        )
+        with HelpFrame() as frame:
+            # On the border: in sight however far the keys are scrolled.
+            frame.border_title = "osmosis-tui keys"
+            frame.border_subtitle = "↑ ↓ scroll · escape, q or ? closes"
+            yield Static(keys)
+            yield Label(
+                Text("phase track: queued ─ running ─ grading ─ end", "bold"),
+                classes="legend-title",
+            )
             yield Static(legend)
-            yield Static(Text("escape, q or ? closes this help", "dim"))
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
@@ -194,6 +212,8 @@ class NewRolloutScreen(ModalScreen[NewRollout | None]):
     }
     NewRolloutScreen Label { padding-top: 1; }
     NewRolloutScreen #error { color: $error; height: auto; }
+    NewRolloutScreen #grade { margin-right: 1; }
+    NewRolloutScreen .spacer { width: 1fr; }
     """
     )
     BINDINGS = [
@@ -201,8 +221,10 @@ class NewRolloutScreen(ModalScreen[NewRollout | None]):
     ]
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(Text("New rollout", "bold"))
+        # The title on the border and the checkbox beside the buttons: the form fits in 24
+        # lines.
+        with DialogFrame() as frame:
+            frame.border_title = "New rollout"
             with Grid():
                 yield Label("prompt")
                 yield Input(placeholder="What is 17 * 23?", id="prompt")
@@ -212,9 +234,10 @@ class NewRolloutScreen(ModalScreen[NewRollout | None]):
                 yield Input(placeholder="seconds (optional)", id="agent")
                 yield Label("grader timeout")
                 yield Input(placeholder="seconds (optional)", id="grader")
-            yield Checkbox("grade it", value=True, id="grade")
             yield Static("", id="error")
             with Horizontal():
+                yield Checkbox("grade it", value=True, id="grade")
+                yield Static(classes="spacer")
                 yield Button("Cancel", id="cancel")
                 yield Button("Send", id="send", variant="primary")
 
