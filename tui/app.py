@@ -346,6 +346,9 @@ class DashboardApp(App[None]):
     # -- enabling ----------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "leave_filter":
+            # Only with something to leave: else escape keeps its Textual meanings.
+            return self.filter_bar.has_focus or bool(self.filter_text) or None
         return action_state(action, self.source, self.selected())
 
     # -- actions -----------------------------------------------------------------------------
@@ -397,6 +400,16 @@ class DashboardApp(App[None]):
         if not bar.value:
             bar.remove_class("-open")
         self.table.focus()
+
+    def action_leave_filter(self) -> None:
+        """`escape`, as in k9s: out of the filter bar, keeping the filter (as enter does);
+        from the table, the text filter is cleared (the status toggles stay: `0` clears all)."""
+        bar = self.filter_bar
+        if bar.has_focus:
+            self._filter_done()
+        else:
+            self.filter_text = bar.value = ""
+            bar.remove_class("-open")
 
     def action_status_filter(self, status: str) -> None:
         self.filter_statuses = toggle_status(self.filter_statuses, status)

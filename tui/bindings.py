@@ -129,6 +129,14 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         tooltip="Filter by text: id, row, status, error, label",
         id="filter.text",
     ),
+    Binding(
+        "escape",
+        "leave_filter",
+        "Leave filter",
+        tooltip="Leave the filter bar (the filter stays); again: clear the text filter",
+        show=False,
+        id="filter.leave",
+    ),
     # Keys 1 to 6: one status each, in the order of the summary's chips.
     *(
         Binding(

@@ -222,3 +222,20 @@ async def test_the_cursor_stays_in_view_when_the_table_gets_shorter(opening: str
         assert table.cursor_index == 59
         assert top <= 59 < top + table.size.height - 1
         assert table.rollout_at(59 - top + 1) == f"{59:032x}"
+
+
+async def test_escape_leaves_the_filter_bar_then_clears_the_filter() -> None:
+    app = build_app(StaticSource(finished_board(30), total=30))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        bar, table = app.filter_bar, app.table
+        await pilot.press("slash", *"row", "space", *"12")
+        assert bar.has_focus and table.order == [f"{12:032x}"]
+        await pilot.press("escape")  # out of the bar: the filter stays, and the bar shows it
+        assert table.has_focus and bar.display
+        assert app.filter_text == "row 12" and len(table.order) == 1
+        await pilot.press("escape")  # again: the text filter goes
+        assert app.filter_text == "" and bar.value == "" and not bar.display
+        assert len(table.order) == 30
+        await pilot.press("slash", "escape")  # nothing typed: the bar closes at once
+        assert table.has_focus and not bar.display
