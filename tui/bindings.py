@@ -14,6 +14,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 
 from core.rollout_record import RolloutRecord
+from tui.flows.cancel import can_cancel
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.format import CHIP_STATUSES
@@ -267,12 +268,7 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
     if action in REPLAY_ACTIONS:
         return isinstance(source, ReplaySource)
     if action == "cancel_server":
-        return (
-            source.can_send
-            and record is not None
-            and record.in_flight
-            and record.client is not None
-        ) or None
+        return (source.can_send and record is not None and can_cancel(record)) or None
     if action == "cancel_marked":
         return source.can_send or None
     if action == "untrack":

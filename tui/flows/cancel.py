@@ -17,6 +17,13 @@ if TYPE_CHECKING:
 QUOTED_ANSWERS = 3
 
 
+def can_cancel(record: RolloutRecord) -> bool:
+    """Whether its server can still be asked to cancel it: not over as far as we know, and
+    sent from here (a client to ask). Untracked ones too: they still run on their server.
+    The same rollouts `RolloutBoard.cancel_on_server` sends a request for."""
+    return not record.finished and record.client is not None
+
+
 class CancelFlow:
     """Asks, then cancels; the rows show the outcome as the board's changes come in."""
 
@@ -24,32 +31,45 @@ class CancelFlow:
         self.app = app
 
     def ask_one(self, record: RolloutRecord) -> None:
-        """`c`: the selected rollout, if it is still in flight."""
-        if not record.in_flight:
+        """`c`: the selected rollout, if its server can still cancel it."""
+        if not can_cancel(record):
             return
         question = Text.assemble(
             "Cancel rollout ",
             (record.rollout_id, "bold"),
             f" (row {record.source_row_index}) on ",
             (record.server or "its server", "bold"),
-            "?\n\nThe server stops its work; the row ends as cancelled.",
+            "?\n\nThe server stops its work; ",
+            "the row ends as cancelled."
+            if not record.untracked
+            else "it is no longer tracked here, so the server's answer is all the row will show.",
         )
         self._confirm_then_cancel(question, [record.rollout_id])
 
     def ask_marked(self) -> None:
-        """`C`: the marked rollouts in flight, or, with none marked, all shown in flight."""
+        """`C`: the marked rollouts, or, with none marked, all shown; those already over are
+        left out, and the question says how many and why."""
         app, table = self.app, self.app.table
-        ids = [
-            rid
-            for rid in (table.marks or table.order)
-            if (r := app.board.records.get(rid)) and r.in_flight
-        ]
-        if not ids:
-            app.report("nothing in flight to cancel", severity="warning")
-            return
         scope = "marked" if table.marks else "shown"
-        question = Text(f"Cancel {len(ids)} {scope} rollouts on their servers?")
-        self._confirm_then_cancel(question, ids)
+        records = app.board.records
+        # The marked ones in the board's order (a mark may be on a row filtered out of view).
+        chosen = [r for r in records.values() if r.rollout_id in table.marks] or [
+            records[rid] for rid in table.order
+        ]
+        targets = [record for record in chosen if can_cancel(record)]
+        if not targets:
+            app.report(f"nothing to cancel: the {scope} rollouts are over", severity="warning")
+            return
+        question = Text(f"Cancel {len(targets)} {scope} rollouts on their servers?")
+        untracked = sum(record.untracked for record in targets)
+        if untracked:
+            question.append(
+                f"\n\n{untracked} of them no longer tracked here: their servers' answers "
+                "are all their rows will show."
+            )
+        if len(chosen) > len(targets):
+            question.append(f"\n\n{len(chosen) - len(targets)} {scope} already over: left out.")
+        self._confirm_then_cancel(question, [record.rollout_id for record in targets])
 
     def _confirm_then_cancel(self, question: Text, ids: list[str]) -> None:
         def answered(yes: bool | None) -> None:
@@ -69,6 +89,8 @@ class CancelFlow:
         app = self.app
         app.table.clear_marks(ids)
         answers = await app.board.cancel_on_server(ids)
+        if len(answers) < len(ids):  # over between the question and the answer to it
+            app.report(f"{len(ids) - len(answers)} ended before the cancel was sent")
         failed = {rid: answer for rid, answer in answers.items() if answer.startswith("error")}
         for rollout_id, answer in failed.items():
             app.report(f"cancel {rollout_id[:10]} failed: {answer}", severity="error")

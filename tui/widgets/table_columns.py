@@ -104,8 +104,10 @@ def row_cells(
     drawn glyph by glyph, so it is not among them. Untrusted text is made safe here."""
     result = record.latest_result
     status = record.display_status
-    # A cancel the server never got (the flags say "cancel failed") leaves the status as is.
-    status_label = "cancelling…" if record.cancelling else status.replace("_", " ")
+    # A cancel the server never got (the flags say "cancel failed") leaves the status as is,
+    # and an untracked rollout's cancel is never seen to end: its row keeps the status last seen.
+    cancelling = record.cancelling and not record.untracked
+    status_label = "cancelling…" if cancelling else status.replace("_", " ")
     in_phase = None if record.finished or record.untracked else now - record.phase_started_at
     end = record.terminal_at if record.terminal_at is not None else now
     sample_reward = result.sample.reward if result and result.sample else None
