@@ -398,6 +398,24 @@ def _model_calls(board: RolloutBoard) -> None:
     _call(board, 20, 93.1, 93.9)
 
 
+def finished_board(rows: int) -> RolloutBoard:
+    """`rows` rollouts that each took a second, none in flight: nothing moves with the clock."""
+    board = RolloutBoard()
+    board.started_at = T0
+    for n in range(rows):
+        board.observe(
+            f"{n:032x}",
+            RolloutStatus.QUEUED,
+            T0 + n,
+            row_index=n,
+            run_index=0,
+            source_row_index=n,
+        )
+        board.observe(f"{n:032x}", RolloutStatus.SUCCESS, T0 + n + 1)
+    board.take_changes()
+    return board
+
+
 def running_source() -> StaticSource:
     return StaticSource(running_board(), total=40)
 

@@ -6,11 +6,17 @@ from typing import Any
 
 import pytest
 
-from core.board import RolloutBoard
 from core.rollout_record import CancelRequest
 from core.types import RolloutStatus
 from tests.tui.helpers import row_text, status_line, text_of
-from tests.tui.states import NOW, T0, StaticSource, build_app, rollout_id, running_board
+from tests.tui.states import (
+    NOW,
+    StaticSource,
+    build_app,
+    finished_board,
+    rollout_id,
+    running_board,
+)
 from tui.widgets.phase_track import phase_track
 from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.table_columns import COLUMNS, layout_columns, row_cells
@@ -56,23 +62,6 @@ async def test_with_the_details_open_every_phase_track_is_whole(size: tuple[int,
             drawn = row_text(app, rollout_id)[:visible]
             track = phase_track(app.board.records[rollout_id]).plain
             assert track in drawn, (drawn, track)
-
-
-def finished_board(rows: int) -> RolloutBoard:
-    board = RolloutBoard()
-    board.started_at = T0
-    for n in range(rows):
-        board.observe(
-            f"{n:032x}",
-            RolloutStatus.QUEUED,
-            T0 + n,
-            row_index=n,
-            run_index=0,
-            source_row_index=n,
-        )
-        board.observe(f"{n:032x}", RolloutStatus.SUCCESS, T0 + n + 1)
-    board.take_changes()
-    return board
 
 
 async def test_a_change_repaints_only_its_row(monkeypatch: pytest.MonkeyPatch) -> None:
