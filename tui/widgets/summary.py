@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
+from functools import partial
 
 from rich.console import Group
 from rich.table import Table
@@ -27,6 +29,11 @@ SPARK = "▁▂▃▄▅▆▇█"
 THROUGHPUT_WINDOW_SEC = 5.0
 #: The ETA's rate: items finished over the last this many windows (a minute).
 RATE_WINDOWS = 12
+# The fewest throughput samples worth a sparkline: with less room it is left out.
+SPARK_LEAST = 5
+# The progress bar's cells, and the fewest it shrinks to in a narrow terminal.
+BAR_WIDTH = 24
+BAR_LEAST = 8
 
 
 def sparkline(values: list[int]) -> str:
@@ -94,6 +101,8 @@ class SummaryStrip(Static):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._per_window: deque[int] = deque(maxlen=30)
         self._last_done: int | None = None
+        #: `show` with what it was last given, to show again when the width changes.
+        self._shown: Callable[[], None] | None = None
 
     def sample_throughput(self, done: int) -> None:
         """Called every `THROUGHPUT_WINDOW_SEC`; keeps finished-per-window for the sparkline."""
@@ -113,6 +122,10 @@ class SummaryStrip(Static):
         finished = sum(recent)
         return finished / (len(recent) * THROUGHPUT_WINDOW_SEC) if finished else None
 
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self._shown()  # what fits has changed
+
     def show(
         self,
         board: RolloutBoard,
@@ -125,39 +138,50 @@ class SummaryStrip(Static):
     ) -> None:
         """`ended`: the work is over; what is left waits for a resume, and has no ETA.
         `manual`: rollouts sent by hand, on the board but outside the progress."""
-        chips = Text(no_wrap=True, overflow="ellipsis")
-        # First: what the table cannot show, as no rollout exists for it yet.
-        waiting = progress.not_dispatched
-        chips.append("not dispatched ", "bold" if waiting else "dim")
-        chips.append(f"{waiting}", "bold" if waiting else "dim")
-        chips.append("  ")
-        for name in CHIPS:
-            count = counts.get(name, 0)
-            style = STATUS_STYLES.get(name, "yellow") if count else "dim"
-            chips.append(f"{name} ", style)
-            chips.append(f"{count}", f"bold {style}" if count else "dim")
-            chips.append("  ")
-        if counts.get(NOT_ADMITTED):
-            chips.append(f"not admitted {counts[NOT_ADMITTED]}", "bold red")
+        self._shown = partial(
+            self.show, board, counts, progress, elapsed, ended=ended, manual=manual
+        )
+        # 0 before the first layout: everything, as if there were room.
+        room = self.content_size.width or None
+        # Where they do not all fit, the counts of 0 give way, then the rollouts never
+        # admitted (the failures line counts them too).
+        for with_zeros, not_admitted in ((True, True), (False, True), (False, False)):
+            chips = _chips(
+                counts,
+                progress.not_dispatched,
+                with_zeros=with_zeros,
+                not_admitted=not_admitted,
+            )
+            if room is None or chips.cell_len <= room:
+                break
 
-        bar = Text(no_wrap=True, overflow="ellipsis")
+        counted = Text(no_wrap=True, overflow="ellipsis")
+        counted.append(f" {progress.done}/{progress.total}")
+        if manual:
+            counted.append(f" +{manual} manual", "dim")
+        if progress.pass_rate is not None:
+            counted.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
+        if not ended and progress.left:
+            counted.append_text(self._eta(progress))
+        mean = progress.mean_reward
+        counted.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
+        # The bar gives way to the numbers (down to BAR_LEAST), the sparkline to both: it
+        # shows the latest samples that fit, on the scale of them all, or none.
+        width = BAR_WIDTH if room is None else min(BAR_WIDTH, room - counted.cell_len)
+        width = max(width, BAR_LEAST)
         total = max(progress.total, 1)
-        width = 24
         filled = min(width, progress.done * width // total)
+        bar = Text(no_wrap=True, overflow="ellipsis")
         bar.append("█" * filled, "green")
         bar.append("░" * (width - filled), "dim")
-        bar.append(f" {progress.done}/{progress.total}")
-        if manual:
-            bar.append(f" +{manual} manual", "dim")
-        if progress.pass_rate is not None:
-            bar.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
-        if not ended and progress.left:
-            bar.append_text(self._eta(progress))
-        mean = progress.mean_reward
-        bar.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
+        bar.append_text(counted)
+        label = f"  done/{THROUGHPUT_WINDOW_SEC:g}s "
         spark = sparkline(list(self._per_window))
+        if room is not None:
+            fit = room - bar.cell_len - len(label)
+            spark = spark[-fit:] if fit >= SPARK_LEAST else ""
         if spark:
-            bar.append(f"  done/{THROUGHPUT_WINDOW_SEC:g}s ", "dim")
+            bar.append(label, "dim")
             bar.append(spark, "cyan")
 
         failures = board.failures_by_category()
@@ -201,6 +225,29 @@ class SummaryStrip(Static):
         elif stuck:
             eta.append(f", {stuck} stuck", "yellow")
         return eta
+
+
+def _chips(
+    counts: Counter[str], not_dispatched: int, *, with_zeros: bool, not_admitted: bool
+) -> Text:
+    chips = Text(no_wrap=True, overflow="ellipsis")
+    # First: what the table cannot show, as no rollout exists for it yet.
+    if not_dispatched or with_zeros:
+        style = "bold" if not_dispatched else "dim"
+        chips.append("not dispatched ", style)
+        chips.append(f"{not_dispatched}", style)
+        chips.append("  ")
+    for name in CHIPS:
+        count = counts.get(name, 0)
+        if not count and not with_zeros:
+            continue
+        style = STATUS_STYLES.get(name, "yellow") if count else "dim"
+        chips.append(f"{name} ", style)
+        chips.append(f"{count}", f"bold {style}" if count else "dim")
+        chips.append("  ")
+    if not_admitted and counts.get(NOT_ADMITTED):
+        chips.append(f"not admitted {counts[NOT_ADMITTED]}", "bold red")
+    return chips
 
 
 def _model_totals(board: RolloutBoard, elapsed: float) -> Text:
