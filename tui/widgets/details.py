@@ -289,6 +289,7 @@ class DetailsPane(VerticalScroll):
         width: 40%;
         min-width: 36;  /* at 80 columns the table keeps its row, id, status and phases */
         max-width: 72;
+        scrollbar-size-vertical: 1;
         border-left: tall $accent;
         padding: 0 1;
         display: none;
