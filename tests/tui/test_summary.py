@@ -41,3 +41,10 @@ async def test_the_chips_that_are_not_0_are_in_sight(width: int, chips: str) -> 
     async with app.run_test(size=(width, 24)) as pilot:
         await pilot.pause()
         assert screen_lines(app)[CHIPS].split() == chips.split()
+
+
+async def test_with_every_count_0_the_chips_still_show() -> None:
+    app = build_app(StaticSource(finished_board(0), total=0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert screen_lines(app)[CHIPS].split()[:4] == ["not", "dispatched", "0", "queued"]

@@ -144,16 +144,18 @@ class SummaryStrip(Static):
         # 0 before the first layout: everything, as if there were room.
         room = self.content_size.width or None
         # Where they do not all fit, the counts of 0 give way, then the rollouts never
-        # admitted (the failures line counts them too).
-        for with_zeros, not_admitted in ((True, True), (False, True), (False, False)):
-            chips = _chips(
+        # admitted (the failures line counts them too); the first that fits, else the least.
+        variants = [
+            _chips(
                 counts,
                 progress.not_dispatched,
                 with_zeros=with_zeros,
                 not_admitted=not_admitted,
             )
-            if room is None or chips.cell_len <= room:
-                break
+            for with_zeros, not_admitted in ((True, True), (False, True), (False, False))
+        ]
+        variants = [chips for chips in variants if chips.plain] or variants[:1]
+        chips = next((c for c in variants if room is None or c.cell_len <= room), variants[-1])
 
         counted = Text(no_wrap=True, overflow="ellipsis")
         counted.append(f" {progress.done}/{progress.total}")
