@@ -58,6 +58,8 @@ _ROLES = {
 }
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
+# An OpenAI Agents SDK output item: a message whose content is a list of parts.
+_OUTPUT_ITEM = "message"
 # Names, statuses and ids are short; a longer value is cut (preview ids are at most 256).
 MAX_NAME_CHARS = 256
 
@@ -231,12 +233,12 @@ def _atif_step(step: Mapping[str, Any], clipped: _Clipped) -> TranscriptStep:
     return TranscriptStep(
         role=_ROLES.get(source, source),
         source=source,
-        text=clipped.text(_content_text(step.get("message"))),
+        text=clipped.text(content_text(step.get("message"))),
         reasoning=_optional_text(step.get("reasoning_content"), clipped),
         tool_calls=_tool_calls(step.get("tool_calls"), clipped),
         tool_results=tuple(
             ToolResult(
-                clipped.text(_content_text(result.get("content"))),
+                clipped.text(content_text(result.get("content"))),
                 _short(result.get("source_call_id")),
             )
             for result in (results if isinstance(results, list) else ())
@@ -280,7 +282,7 @@ def _chat_step(message: Mapping[str, Any], step_id: int, clipped: _Clipped) -> T
     return TranscriptStep(
         role=_ROLES.get(role, role),
         source=role,
-        text=clipped.text(_content_text(message.get("content"))),
+        text=clipped.text(content_text(message.get("content"))),
         reasoning=_optional_text(reasoning, clipped),
         tool_calls=_tool_calls(message.get("tool_calls"), clipped),
         call_id=_short(message.get("tool_call_id")),
@@ -328,13 +330,16 @@ def _tool_calls(value: object, clipped: _Clipped) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _content_text(content: object) -> str:
+def content_text(content: object) -> str:
     """A message's content as text: a string as it is, the text of content parts (an image as
-    `[image]`), anything else as JSON."""
+    `[image]`), anything else as JSON. OpenAI Agents rollouts keep the SDK's shapes: an output
+    item (`{"type": "message", "content": [parts]}`) reads as its parts, and a string that is
+    such parts or items JSON-encoded as their text (any other JSON string stays as it is)."""
     if content is None:
         return ""
     if isinstance(content, str):
-        return content
+        encoded = _encoded_parts(content)
+        return content if encoded is None else content_text(encoded)
     if isinstance(content, list):
         return "\n".join(_part_text(part) for part in content)
     if isinstance(content, Mapping):
@@ -351,7 +356,26 @@ def _part_text(part: object) -> str:
             return str(part["text"])
         if kind in _IMAGE_PART_TYPES:
             return "[image]"
+        if kind == "refusal" and isinstance(part.get("refusal"), str):
+            return str(part["refusal"])
+        if kind == _OUTPUT_ITEM and "content" in part:
+            return content_text(part["content"])
     return _json_text(part)
+
+
+def _encoded_parts(text: str) -> object | None:
+    """The parts or output items `text` holds JSON-encoded, else None."""
+    if text.lstrip()[:1] not in ("[", "{"):
+        return None
+    try:
+        value: object = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    items = value if isinstance(value, list) else [value]
+    known = {*_TEXT_PART_TYPES, "refusal", _OUTPUT_ITEM}
+    if items and all(isinstance(item, Mapping) and item.get("type") in known for item in items):
+        return value
+    return None
 
 
 def _json_text(value: object) -> str:

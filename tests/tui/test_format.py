@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.widgets.format import duration, multi_line, one_line, plain
+from tui.widgets.format import duration, message_shown, multi_line, one_line, plain
 
 
 @pytest.mark.parametrize(
@@ -64,3 +64,14 @@ def test_multi_line_keeps_the_line_breaks() -> None:
 def test_plain_wraps_on_the_texts_own_lines() -> None:
     assert plain("a\nb", wrap=True).plain == "a\nb"
     assert plain("a\nb").plain == "a b"
+
+
+def test_a_message_shows_its_text_else_the_tools_it_calls() -> None:
+    agents_item = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "391", "annotations": []}],
+    }
+    assert message_shown(agents_item) == "391"
+    calls = {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "mul"}}]}
+    assert message_shown(calls) == "tool calls: mul"

@@ -16,9 +16,17 @@ from core.board import RolloutBoard
 from core.model_activity import ModelActivity, ModelCallReport
 from core.phases import PHASES
 from core.rollout_record import PhaseMark, RolloutRecord
+from core.transcript import content_text
 from core.types import RolloutStatus
-from tui.widgets.format import compact_count, duration, money, plain, reward, status_text
-from tui.widgets.message_text import message_shown, text_shown
+from tui.widgets.format import (
+    compact_count,
+    duration,
+    message_shown,
+    money,
+    plain,
+    reward,
+    status_text,
+)
 from tui.widgets.phase_track import SKIP_EXPLANATIONS, phase_track
 
 MAX_MESSAGE_CHARS = 400
@@ -263,13 +271,13 @@ def _model_calls(activity: ModelActivity, t0: float, now: float) -> RenderableTy
     latest = activity.latest()
     if latest is not None:
         rows.append(
-            ("last request", plain(_short(text_shown(latest.request_text) or "-"), wrap=True))
+            ("last request", plain(_short(content_text(latest.request_text) or "-"), wrap=True))
         )
     replied = activity.recent[-1] if activity.recent else None
     if replied is not None:
         # Model text is shown as text, never markup (message parts: their text, not JSON).
         if replied.status == 200:
-            reply = text_shown(replied.reply_text or "")
+            reply = content_text(replied.reply_text)
             rows.append(("last reply", plain(_short(reply or "-"), wrap=True)))
         else:
             rows.append(("last error", plain(_short(replied.error or "-"), "red", wrap=True)))

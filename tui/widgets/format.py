@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from rich.text import Text
 
+from core.eval.gateway_payloads import message_text
 from core.eval.safe_text import replace_unsafe
 from core.rollout_record import DISPLAY_STATUSES, NOT_ADMITTED
+from core.transcript import content_text
 from core.types import RolloutStatus
 
 # ANSI names, so every theme (and NO_COLOR) reads them. Textual maps them through its ANSI
@@ -86,6 +90,13 @@ def multi_line(text: str) -> str:
     """Untrusted text for a block that wraps (a prompt, a reply): its own line breaks kept,
     tabs as spaces, any other character that may not reach a terminal as U+FFFD."""
     return "\n".join(replace_unsafe(line.expandtabs(4)) for line in text.splitlines())
+
+
+def message_shown(message: Mapping[str, Any]) -> str:
+    """A chat message (or an OpenAI Agents SDK item) as the text to show: its content's text
+    (`content_text`: never the SDK's JSON), else the names of the tools it calls. Still raw:
+    show it through `plain`."""
+    return content_text(message.get("content")) or message_text(message)
 
 
 def plain(text: str, style: str = "", *, wrap: bool = False) -> Text:
