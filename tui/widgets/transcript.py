@@ -16,7 +16,6 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from core.eval.safe_text import replace_unsafe
 from core.transcript import ToolCall, ToolResult, Transcript, TranscriptStep
 from tui.widgets.format import duration, plain
 
@@ -119,14 +118,13 @@ def _result(result: ToolResult, redact: Redact | None) -> Text:
 
 def _safe(text: str, redact: Redact | None, style: str = "") -> Text:
     """Untrusted text: redacted first (a secret is never cut in two), then bounded, each line
-    made safe for the terminal."""
+    made safe for the terminal (`plain`)."""
     if redact is not None:
         text = redact(text)
     more = len(text) - MAX_SHOWN_CHARS
     if more > 0:
         text = text[:MAX_SHOWN_CHARS]
-    lines = text.expandtabs(4).splitlines() or [""]
-    shown = Text("\n".join(replace_unsafe(line) for line in lines), style=style, overflow="fold")
+    shown = plain(text, style, wrap=True)
     if more > 0:
         shown.append(f"… ({more:,} more characters)", "dim")
     return shown
