@@ -4,7 +4,6 @@ app draws. The fixtures that create them live in conftest.py."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from server_stub.registry import RolloutEntry
 from tests.polling import eventually
 from tui.app import DashboardApp, create_app
 from tui.sources.live import EvalSource
-from tui.sources.replay import ReplaySource
 from tui.widgets.event_log import EventLog
 
 # The Echo workflow calls no model; the in-process stub still answers the run's preflight.
@@ -144,29 +142,3 @@ async def running_rollout(pilot: Pilot[Any], app: DashboardApp) -> str:
     rollout_id = app.table.cursor_id
     assert rollout_id is not None
     return rollout_id
-
-
-def write_recording(folder: Path, statuses: list[tuple[float, str, int, str]]) -> Path:
-    """A transitions.jsonl in the documented format: a session line, then status lines."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = [{"kind": "session", "t": 0.0, "started_at": "2026-03-01T12:00:00Z"}]
-    for t, rollout_id, row_index, status in statuses:
-        lines.append(
-            {
-                "kind": "status",
-                "rollout_id": rollout_id,
-                "row_index": row_index,
-                "run_index": 0,
-                "source_row_index": row_index,  # every row of the dataset
-                "status": status,
-                "t": t,
-            }
-        )
-    path = folder / "transitions.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
-
-
-def replay_app(path: Path, speed: float = 1.0) -> tuple[DashboardApp, ReplaySource]:
-    source = ReplaySource(path, speed=speed)
-    return create_app(source, clock=source.clock, export_dir=path.parent), source

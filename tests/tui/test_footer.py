@@ -8,7 +8,8 @@ import pytest
 from textual.binding import Binding
 from textual.widgets._footer import FooterKey
 
-from tests.tui.helpers import replay_app, screen_lines, write_recording
+from tests.tui.helpers import screen_lines
+from tests.tui.recordings import replay_app, write_recording
 from tests.tui.states import build_app
 from tui.bindings import DASHBOARD_BINDINGS, FOOTER_PRIORITY
 from tui.widgets.fitted_footer import FittedFooter
