@@ -33,7 +33,7 @@ FINISHED_ROW = 0  # success, its sample holding the conversation
 def quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     """The view looks at the file every 0.1 s instead of every second; servers write a
     preview every 0.1 s instead of every 3 s."""
-    monkeypatch.setattr("tui.screens.transcript.POLL_SEC", 0.1)
+    monkeypatch.setattr("tui.widgets.transcript_panel.POLL_SEC", 0.1)
     monkeypatch.setattr("server_stub.previews.PREVIEW_INTERVAL_SEC", 0.1)
 
 

@@ -1,11 +1,5 @@
-"""`t`: the selected rollout's transcript, over the whole dashboard, following it as it runs.
-
-While the rollout runs, the transcript is its live preview (PROTOCOL.md §8.2), looked at once
-a second and redrawn only when the file holds a new one. Once the rollout has finished with a
-sample that holds its messages, that sample is shown instead: it is the whole conversation,
-where the preview keeps only the latest steps (and the official server's last preview may lack
-the final answer). Without either, the view says why.
-"""
+"""`t`: the selected rollout's transcript, over the whole dashboard, following it as it runs
+(the panel, widgets/transcript_panel.py, says where it comes from)."""
 
 from __future__ import annotations
 
@@ -15,27 +9,12 @@ from collections.abc import Callable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from core.rollout_record import RolloutRecord
-from core.transcript import (
-    PREVIEW_MISSING,
-    PreviewWatcher,
-    Transcript,
-    preview_path,
-    transcript_of_sample,
-)
-from core.types import RolloutResultResponse
 from tui.sources.base import DashboardSource
-from tui.widgets.transcript import Shown, TranscriptView, header, steps
-
-POLL_SEC = 1.0
-NO_PREVIEWS = "no transcript: this run has no live previews, and the rollout has no final sample"
-NO_PREVIEW_YET = (
-    "no live preview yet: the server writes one every 3 s while the rollout runs, "
-    "when its workflow shows its conversation"
-)
-NO_TRANSCRIPT = "no transcript: the rollout ended without messages in its result or a preview"
+from tui.widgets.transcript import TranscriptView
+from tui.widgets.transcript_panel import TranscriptPanel
 
 
 class TranscriptScreen(ModalScreen[None]):
@@ -44,11 +23,6 @@ class TranscriptScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     TranscriptScreen {
         background: $background;
-    }
-    TranscriptScreen #transcript-header {
-        height: auto;
-        padding: 0 1;
-        border-bottom: solid $panel-lighten-2;
     }
     """
     BINDINGS = [
@@ -69,71 +43,13 @@ class TranscriptScreen(ModalScreen[None]):
         self.source = source
         self.record = record
         self.wall_clock = wall_clock
-        self.watcher: PreviewWatcher | None = None
-        # The transcript the steps were last drawn from, in a box (None: nothing drawn yet).
-        self._drawn: tuple[Transcript | None] | None = None
-        self._sample_of: RolloutResultResponse | None = None
-        self._sample: Transcript | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="transcript-header")
-        yield TranscriptView(id="transcript-view")
+        yield TranscriptPanel(self.source, self.record, wall_clock=self.wall_clock)
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(TranscriptView).focus()
-        self.refresh_transcript()
-        self.set_interval(POLL_SEC, self.refresh_transcript)
-
-    def refresh_transcript(self) -> None:
-        """Look again; redraw the steps only when they changed (the header's age always)."""
-        shown = self._current()
-        self.query_one("#transcript-header", Static).update(header(shown, self.wall_clock()))
-        transcript = shown.transcript
-        if self._drawn is None or self._drawn[0] is not transcript:
-            self._drawn = (transcript,)
-            body = "" if transcript is None else steps(transcript, self.record.redact)
-            self.query_one(TranscriptView).show(body)
-
-    def _current(self) -> Shown:
-        rollout_id = self.record.rollout_id
-        final = self._final_sample()
-        if final is not None:
-            return Shown(rollout_id, final)
-        watcher = self._watcher()
-        if watcher is None:
-            return Shown(rollout_id, None, NO_PREVIEWS)
-        watcher.poll()
-        if watcher.transcript is not None:
-            return Shown(rollout_id, watcher.transcript, watcher.problem)
-        if watcher.problem != PREVIEW_MISSING:
-            return Shown(rollout_id, None, f"no transcript: {watcher.problem}")
-        return Shown(rollout_id, None, NO_TRANSCRIPT if self.record.finished else NO_PREVIEW_YET)
-
-    def _final_sample(self) -> Transcript | None:
-        """The finished rollout's sample as a transcript, when it holds messages (built once
-        per result)."""
-        result = self.record.latest_result
-        if not self.record.finished or result is None:
-            return None
-        if result is not self._sample_of:
-            self._sample_of = result
-            sample = result.sample
-            self._sample = (
-                transcript_of_sample(sample, status=result.status.value)
-                if sample is not None and sample.messages
-                else None
-            )
-        return self._sample
-
-    def _watcher(self) -> PreviewWatcher | None:
-        # A live run knows its preview root once it has opened its run folder.
-        if self.watcher is None:
-            root = self.source.preview_root
-            path = None if root is None else preview_path(root, self.record.rollout_id)
-            if path is not None:
-                self.watcher = PreviewWatcher(path)
-        return self.watcher
 
     def action_close(self) -> None:
         self.dismiss(None)
