@@ -44,6 +44,7 @@ from tui.flows.playback import PlaybackFlow
 from tui.flows.quit import QuitFlow
 from tui.flows.submit import SubmitFlow
 from tui.screens.dialogs import HelpScreen
+from tui.screens.rollout_view import RolloutViewScreen
 from tui.screens.transcript import TranscriptScreen
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
@@ -54,9 +55,10 @@ from tui.widgets.fitted_footer import FittedFooter
 from tui.widgets.format import multi_line
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.rollout_table import RolloutTable
+from tui.widgets.sorting import Sort, next_sort, pick
 from tui.widgets.status_line import StatusLine
 from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
-from tui.widgets.table_view import TableView, next_sort, toggle_status
+from tui.widgets.table_view import TableView, next_server, toggle_status
 
 Clock = Callable[[], float]
 
@@ -88,18 +90,32 @@ class DashboardApp(App[None]):
     filter_statuses: var[frozenset[str] | None] = var(None, init=False)
     #: Only the rollouts flagged stuck.
     stuck_only: var[bool] = var(False, init=False)
-    #: The table's order: a key of `SORTS`.
-    sort: var[str] = var("submitted", init=False)
+    #: The table's order (remembered between runs).
+    sort: var[Sort] = var(Sort(), init=False)
+    #: Only the rollouts sent to this server (its URL); None: every server's.
+    filter_server: var[str | None] = var(None, init=False)
 
     @property
     def table_view(self) -> TableView:
-        return TableView(self.filter_text, self.filter_statuses, self.stuck_only, self.sort)
+        return TableView(
+            self.filter_text, self.filter_statuses, self.stuck_only, self.sort, self.filter_server
+        )
 
     def _show_view(self) -> None:
         self.table.show(self.table_view)
         self.update_summary()
 
     watch_filter_text = watch_filter_statuses = watch_stuck_only = watch_sort = _show_view
+    watch_filter_server = _show_view
+
+    #: Follow mode: the cursor goes to each new rollout shown (as `tail -f`).
+    follow: var[bool] = var(False, init=False)
+
+    def watch_follow(self, follow: bool) -> None:
+        self.table.follow = follow
+        if follow:
+            self.table.follow_newest()
+        self.update_summary()
 
     #: Repainting stops (a live run: the board goes on; a replay pauses its playback instead).
     paused: var[bool] = var(False, init=False)
@@ -295,6 +311,7 @@ class DashboardApp(App[None]):
             paused=self.paused,
             read_only=self.source.read_only,
             dispatch=dispatch,
+            following=self.follow,
         )
 
     def _log_new_problems(self, changed: Iterable[str]) -> None:
@@ -342,6 +359,17 @@ class DashboardApp(App[None]):
         record = self.selected()
         if record is not None:
             self.push_screen(TranscriptScreen(self.source, record))
+
+    def action_rollout_view(self) -> None:
+        record = self.selected()
+        if record is not None:
+            self.push_screen(RolloutViewScreen(self.source, record, self.board, now=self.now))
+
+    def action_copy_id(self) -> None:
+        record = self.selected()
+        if record is not None:
+            self.copy_to_clipboard(record.rollout_id)
+            self.notify(f"copied {replace_unsafe(record.rollout_id)}", markup=False)
 
     # -- enabling ----------------------------------------------------------------------------
 
@@ -419,12 +447,28 @@ class DashboardApp(App[None]):
 
     def action_clear_filters(self) -> None:
         self.filter_text, self.filter_statuses, self.stuck_only = "", None, False
+        self.filter_server = None
         bar = self.filter_bar
         bar.value = ""
         bar.remove_class("-open")
 
     def action_sort(self) -> None:
         self.sort = next_sort(self.sort)
+
+    def action_sort_by(self, column: str) -> None:
+        self.sort = pick(self.sort, column)
+
+    @on(RolloutTable.HeaderSelected)
+    def _header_selected(self, event: RolloutTable.HeaderSelected) -> None:
+        self.action_sort_by(event.column)
+
+    def action_server_filter(self) -> None:
+        servers = [server.url for server in self.source.servers()]
+        servers += [record.server for record in self.board if record.server]
+        self.filter_server = next_server(self.filter_server, servers)
+
+    def action_follow(self) -> None:
+        self.follow = not self.follow
 
     def action_step(self) -> None:
         if isinstance(self.source, ReplaySource):

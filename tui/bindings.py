@@ -18,6 +18,7 @@ from tui.flows.cancel import can_cancel
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.format import CHIP_STATUSES
+from tui.widgets.sorting import column_keys
 
 # Steering the run: hidden on a replay, which is read-only.
 LIVE_ACTIONS = frozenset(
@@ -161,7 +162,57 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         show=False,
         id="filter.stuck",
     ),
-    Binding("s", "sort", "Sort", tooltip="Cycle the sort order", id="sort.next"),
+    Binding(
+        "s",
+        "sort",
+        "Sort",
+        tooltip="Sort by the next column (a column's own key jumps to it)",
+        id="sort.next",
+    ),
+    # A capital letter per column, as k9s has: sort by it; pressed again, the other way.
+    *(
+        Binding(
+            key,
+            f"sort_by('{column}')",
+            f"Sort by {title}",
+            tooltip=f"Sort by {title}; again: the other way",
+            show=False,
+            id=f"sort.{column}",
+        )
+        for key, column, title in column_keys()
+    ),
+    Binding(
+        "v",
+        "server_filter",
+        "Server",
+        tooltip="Show one server's rollouts, the next server's, then all",
+        show=False,
+        id="filter.server",
+    ),
+    Binding(
+        "f",
+        "follow",
+        "Follow",
+        tooltip="Follow new rollouts as they come (like tail -f)",
+        show=False,
+        id="follow.toggle",
+    ),
+    Binding(
+        "y",
+        "copy_id",
+        "Copy id",
+        tooltip="Copy the selected rollout's id to the clipboard",
+        show=False,
+        id="rollout.copy-id",
+    ),
+    Binding(
+        "d",
+        "rollout_view",
+        "View",
+        tooltip="The selected rollout full screen: details, calls, transcript, JSON",
+        show=False,
+        id="rollout.view",
+    ),
     Binding(
         "p",
         "pause",
@@ -282,7 +333,7 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
         ) or None
     if action == "new_rollout":
         return source.can_send or None
-    if action == "transcript":
+    if action in ("transcript", "copy_id", "rollout_view"):
         return record is not None or None
     if action == "requeue":
         return source.can_send or None  # the flow says which of the rollouts can be
@@ -307,19 +358,33 @@ def keys_shown(app: App[Any], binding: Binding) -> str:
     )
 
 
+# Families of keys the help lists as one line each: (what they do, then each key's argument).
+_FAMILIES = {
+    "status_filter": "Show or hide a status: ",
+    "sort_by": "Sort by a column (again: the other way): ",
+}
+
+
 def help_lines(app: App[Any]) -> list[tuple[str, str]]:
-    """(keys, what they do) for the help screen: each applicable binding, the six status
-    toggles as one line where the first of them stands, then the cursor keys."""
+    """(keys, what they do) for the help screen: each applicable binding, each family of keys
+    (the six status toggles, the column sorts) as one line where its first key stands, then
+    the cursor keys."""
     bindings = applicable(app)
-    toggles = [b for b in bindings if parse_action(b.action)[1] == "status_filter"]
+    families: dict[str, list[Binding]] = {}
+    for binding in bindings:
+        name = parse_action(binding.action)[1]
+        if name in _FAMILIES:
+            families.setdefault(name, []).append(binding)
     shown: list[tuple[str, str]] = []
     for binding in bindings:
-        if binding not in toggles:
+        name = parse_action(binding.action)[1]
+        family = families.get(name)
+        if family is None:
             shown.append((keys_shown(app, binding), binding.tooltip or binding.description))
-        elif binding is toggles[0]:
-            statuses = (f"{b.key} {parse_action(b.action)[2][0]}" for b in toggles)
-            keys = f"{toggles[0].key} … {toggles[-1].key}"
-            shown.append((keys, "Show or hide a status: " + ", ".join(statuses)))
+        elif binding is family[0]:
+            members = (f"{b.key} {_argument(b)}" for b in family)
+            keys = f"{family[0].key} … {family[-1].key}"
+            shown.append((keys, _FAMILIES[name] + ", ".join(members)))
     shown += [
         # Two lines: one long key column would squeeze every description at 80 columns.
         ("↑ ↓ pgup pgdn", "Move the cursor a row or a page (also j, k, or a click)"),
@@ -327,6 +392,11 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
         ("^p", "Command palette: every action by name"),
     ]
     return shown
+
+
+def _argument(binding: Binding) -> str:
+    """A family member's own word: the status it toggles, the column it sorts by."""
+    return str(parse_action(binding.action)[2][0]).replace("_", " ")
 
 
 def palette_commands(app: App[Any]) -> Iterator[SystemCommand]:

@@ -34,6 +34,7 @@ from tests.tui.helpers import (
 from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen
 from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
+from tui.widgets.sorting import SORT_COLUMNS, TITLES
 
 RUNNING = RolloutStatus.RUNNING
 IN_FLIGHT = {"sleep": 30}
@@ -339,20 +340,18 @@ async def test_sort_cycles_and_the_cursor_follows_its_rollout(live_eval: LiveFac
             chosen = table.cursor_id
             assert chosen == table.order[2]
             seen = ["order submitted"]
-            for _ in range(5):
+            for _ in range(len(SORT_COLUMNS) + 1):
                 await pilot.press("s")
                 assert table.cursor_id == chosen
                 assert table.cursor_index == table.order.index(chosen)
                 seen.append(status_line(app).split("sort: ")[1].split("  ")[0])
             assert seen[-1] == "order submitted"
-            assert set(seen) == {
-                "order submitted",
-                "row, then attempt",
-                "status",
-                "longest in phase first",
-                "reward, lowest first",
-            }
-            await pilot.press("s", "s")  # status: failures first, success last
+            # Every column once, each in its first direction: in phase longest first.
+            assert seen[1:-1] == [
+                f"{TITLES[c]} {'▼' if s.descending else '▲'}" for c, s in SORT_COLUMNS.items()
+            ]
+            assert "in phase ▼" in seen and "reward ▲" in seen
+            await pilot.press("S")  # status: failures first, success last
             assert table.order[0] == live.row_id(1)
             assert table.cursor_id == chosen
 

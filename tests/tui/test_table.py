@@ -19,6 +19,7 @@ from tests.tui.states import (
 )
 from tui.widgets.phase_track import phase_track
 from tui.widgets.rollout_table import RolloutTable
+from tui.widgets.sorting import Sort
 from tui.widgets.table_columns import COLUMNS, layout_columns, row_cells
 
 
@@ -104,9 +105,10 @@ async def test_a_click_moves_the_cursor_to_that_row() -> None:
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.pause()
         await pilot.click(RolloutTable, offset=(20, 3))  # line 0 is the header
-        assert app.table.cursor_id == app.table.order[2]
-        await pilot.click(RolloutTable, offset=(20, 0))
-        assert app.table.cursor_id == app.table.order[2]
+        chosen = app.table.order[2]
+        assert app.table.cursor_id == chosen
+        await pilot.click(RolloutTable, offset=(20, 0))  # a header sorts, the cursor stays
+        assert app.table.cursor_id == chosen
 
 
 async def test_the_cursor_stays_in_view_when_a_filter_is_cleared() -> None:
@@ -132,7 +134,7 @@ async def test_the_filters_and_sort_are_app_reactives_that_reselect_the_rows() -
         assert app.table.order == queued and len(queued) == 2
         assert "filter: status queued" in status_line(app)
         app.filter_statuses = None
-        app.sort = "status"  # never admitted first, successes last
+        app.sort = Sort("status")  # never admitted first, successes last
         assert len(app.table.order) == 24
         assert app.board.records[app.table.order[0]].display_status == "not_admitted"
         assert app.board.records[app.table.order[-1]].display_status == "success"

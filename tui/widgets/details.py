@@ -235,7 +235,8 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
     return Group(*[Group(section, Text("")) for section in sections])
 
 
-def _call_status(call: ModelCallReport, now: float) -> Text:
+def call_status(call: ModelCallReport, now: float) -> Text:
+    """A call's status: waiting (for how long), 200, abandoned, or the status it failed with."""
     if call.ended_monotonic is None:
         return Text(f"waiting {duration(now - call.started_monotonic)}", "cyan")
     if call.status == 200:
@@ -265,7 +266,7 @@ def _model_calls(activity: ModelActivity, t0: float, now: float) -> RenderableTy
             f"+{call.started_monotonic - t0:.3f}s",
             "…" if latency is None else duration(latency),
             compact_count(call.total_tokens),
-            _call_status(call, now),
+            call_status(call, now),
         )
     rows: list[tuple[str, RenderableType]] = []
     latest = activity.latest()

@@ -3,7 +3,9 @@
 Built for 10,000 rows and hundreds of changes a second (DESIGN.md §2): each row's line is
 rendered once into a cached `Strip` and kept until that rollout changes; a repaint touches
 only the visible lines whose rollout changed. The cursor is a rollout id, not a line number,
-so it follows its rollout through sorts, filters and inserts.
+so it follows its rollout through sorts, filters and inserts. Rows are tinted by their state
+(row_states.py); the sorted column's header carries the sort's marker, and a click on a
+header asks for that column's sort (`HeaderSelected`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from textual.strip import Strip
 from core.board import RolloutBoard
 from core.rollout_record import RolloutRecord
 from tui.widgets.phase_track import CONNECTOR, phase_cells
+from tui.widgets.row_states import TINTS, TINTS_CSS, row_tint
+from tui.widgets.sorting import SORT_COLUMNS
 from tui.widgets.table_columns import (
     PHASE_TRACK_WIDTH,
     Layout,
     cell,
-    header_line,
+    header_cells,
     layout_columns,
     row_cells,
 )
@@ -63,12 +67,15 @@ class RolloutTable(ScrollView, can_focus=True):
 
     COMPONENT_CLASSES = {
         "rollout-table--header",
+        "rollout-table--sorted",
         "rollout-table--cursor",
         "rollout-table--marked",
         "rollout-table--dim",
+        *TINTS,
     }
 
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     RolloutTable {
         height: 1fr;
         overflow-x: hidden;
@@ -81,6 +88,11 @@ class RolloutTable(ScrollView, can_focus=True):
     RolloutTable > .rollout-table--header {
         background: $panel;
         color: $text-muted;
+        text-style: bold;
+    }
+    RolloutTable > .rollout-table--sorted {
+        background: $panel;
+        color: $text-accent;
         text-style: bold;
     }
     RolloutTable > .rollout-table--cursor {
@@ -96,6 +108,8 @@ class RolloutTable(ScrollView, can_focus=True):
         color: $text-muted;
     }
     """
+        + TINTS_CSS
+    )
 
     BINDINGS = [
         Binding(
@@ -145,6 +159,14 @@ class RolloutTable(ScrollView, can_focus=True):
             super().__init__()
             self.rollout_id = rollout_id
 
+    class HeaderSelected(Message):
+        """A column's header was clicked (as Textual's `DataTable.HeaderSelected`)."""
+
+        def __init__(self, column: str) -> None:
+            super().__init__()
+            #: The column's key (`table_columns.COLUMNS`).
+            self.column = column
+
     def __init__(
         self, board: RolloutBoard, *, clock: Clock = time.monotonic, **kwargs: object
     ) -> None:
@@ -161,6 +183,8 @@ class RolloutTable(ScrollView, can_focus=True):
         self.marks: set[str] = set()
         #: The filters and sort the rows follow; the app sets it (`show`).
         self.view = TableView()
+        #: Follow mode (`tail -f`): the cursor goes to each new rollout shown.
+        self.follow = False
         self._styles: dict[str, Style] = {}
         self._cached_styles: tuple[Style, ...] = ()
         self._restyled = True
@@ -174,6 +198,8 @@ class RolloutTable(ScrollView, can_focus=True):
 
     def show(self, view: TableView) -> None:
         """Show the rows `view` selects, in its order."""
+        if view.sort != self.view.sort:
+            self._header = None  # the marker moves
         self.view = view
         self.rebuild()
 
@@ -213,17 +239,28 @@ class RolloutTable(ScrollView, can_focus=True):
         for rollout_id in changed:
             self._strips.pop(rollout_id, None)
         # A new rollout goes to the end only in submission order; any other order places it.
-        if self.view.order_depends_on_changes or (added and self.view.sort != "submitted"):
+        if self.view.order_depends_on_changes or (added and self.view.sort.column is not None):
             self.rebuild(changed | set(added))
-            return
-        for rollout_id in added:
-            self._position[rollout_id] = len(self.order)
-            self.order.append(rollout_id)
-        if added:
-            self._resize_virtual()
-            if self.cursor_id is None:
-                self._follow_cursor()
-        self._refresh_rows(changed | set(added))
+        else:
+            for rollout_id in added:
+                self._position[rollout_id] = len(self.order)
+                self.order.append(rollout_id)
+            if added:
+                self._resize_virtual()
+                if self.cursor_id is None:
+                    self._follow_cursor()
+            self._refresh_rows(changed | set(added))
+        if self.follow:
+            shown = [rollout_id for rollout_id in added if rollout_id in self._position]
+            if shown:
+                self.move_cursor_to(shown[-1])
+
+    def follow_newest(self) -> None:
+        """Follow mode begins: the cursor goes to the newest rollout shown."""
+        shown = self._position
+        newest = next((rid for rid in reversed(self.board.records) if rid in shown), None)
+        if newest is not None:
+            self.move_cursor_to(newest)
 
     def tick(self) -> None:
         """Once a second: times and stuck flags of visible in-flight rollouts move on."""
@@ -319,7 +356,21 @@ class RolloutTable(ScrollView, can_focus=True):
         index = int(self.scroll_offset.y) + y - 1
         return self.order[index] if y >= 1 and 0 <= index < len(self.order) else None
 
+    def column_at(self, x: int) -> str | None:
+        """The key of the column drawn at `x` (None past the last)."""
+        left = 0
+        for column, width in self._layout:
+            if left <= x < left + width:
+                return column.key
+            left += width
+        return None
+
     def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            column = self.column_at(event.x)
+            if column in SORT_COLUMNS:
+                self.post_message(self.HeaderSelected(column))
+            return
         rollout_id = self.rollout_at(event.y)
         if rollout_id is not None:
             self._set_cursor(rollout_id)
@@ -357,6 +408,11 @@ class RolloutTable(ScrollView, can_focus=True):
         is a shade of the background: a partial style would leave it unblended, white)."""
         return Style(color=self.get_component_rich_style(component).color)
 
+    def _tint(self, component: str) -> Style:
+        """A row tint: its component's background, and its boldness."""
+        style = self.get_component_rich_style(component)
+        return Style(bgcolor=style.bgcolor, bold=style.bold)
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._restyled = True
@@ -382,6 +438,8 @@ class RolloutTable(ScrollView, can_focus=True):
                 self.get_component_rich_style("rollout-table--header"),
                 self._foreground("rollout-table--dim"),
                 self.get_component_rich_style("rollout-table--marked"),
+                self.get_component_rich_style("rollout-table--sorted"),
+                *(self._tint(tint) for tint in sorted(TINTS)),
             )
             if styles != self._cached_styles:
                 self._cached_styles = styles
@@ -394,9 +452,7 @@ class RolloutTable(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             if self._header is None:
-                header = header_line(self._layout)
-                style = base + self.get_component_rich_style("rollout-table--header")
-                self._header = Strip([Segment(header, style)]).crop_extend(0, width, style)
+                self._header = self._render_header(base, width)
             return self._header
         rollout_id = self.rollout_at(y)
         if rollout_id is None:
@@ -413,11 +469,22 @@ class RolloutTable(ScrollView, can_focus=True):
             strip = _overlay(strip, self._background("rollout-table--cursor"))
         return strip
 
+    def _render_header(self, base: Style, width: int) -> Strip:
+        style = base + self.get_component_rich_style("rollout-table--header")
+        sorted_style = base + self.get_component_rich_style("rollout-table--sorted")
+        sort = self.view.sort
+        segments = [
+            Segment(text, sorted_style if sorted_here else style)
+            for text, sorted_here in header_cells(self._layout, sort.column, sort.marker)
+        ]
+        return Strip(segments).crop_extend(0, width, style)
+
     def _render_row(self, record: RolloutRecord, base: Style) -> Strip:
         style = self._style
         dim = self._foreground("rollout-table--dim")
         marked = record.rollout_id in self.marks
-        cells = row_cells(record, self.board, self.clock(), marked=marked)
+        now = self.clock()
+        cells = row_cells(record, self.board, now, marked=marked)
         segments: list[Segment] = []
         for column, width in self._layout:
             if column.key == "phases":
@@ -431,6 +498,9 @@ class RolloutTable(ScrollView, can_focus=True):
                 cell_style = dim if column.dim else style(style_name) if style_name else None
                 segments.append(Segment(cell(text, width, column.align), cell_style))
         strip = Strip(segments).apply_style(base)
+        tint = row_tint(record, self.board, now)
+        if tint is not None:
+            strip = _overlay(strip, self._tint(tint))
         if marked:
             strip = _overlay(strip, self._background("rollout-table--marked"))
         return strip

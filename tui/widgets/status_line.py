@@ -1,5 +1,5 @@
-"""The line under the table: how many rollouts show, the filters and sort, marks, the run's
-dispatch, pause."""
+"""The line under the table: how many rollouts show, the filters and sort, marks, follow mode,
+the run's dispatch, pause."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from textual.widgets import Static
 
 from core.eval.dispatch_gate import DispatchState
 from tui.widgets.dispatch_state import dispatch_text
-from tui.widgets.table_view import SORTS, TableView
+from tui.widgets.sorting import describe
+from tui.widgets.table_view import TableView
 
 
 class StatusLine(Static):
@@ -33,16 +34,19 @@ class StatusLine(Static):
         paused: bool,
         read_only: bool,
         dispatch: DispatchState | None = None,
+        following: bool = False,
     ) -> None:
         filters = view.filters()
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"{shown} of {total} shown", "bold")
         if filters:
             line.append("  filter: " + ", ".join(filters))
-        line.append(f"  sort: {SORTS[view.sort]}")
+        line.append(f"  sort: {describe(view.sort)}")
         if marked:
             line.append(f"  {marked} marked", "yellow")
         line.append_text(dispatch_text(dispatch, steerable=not read_only))
+        if following:
+            line.append("  following (f stops)", "bold cyan")
         if paused:
             line.append("  PAUSED (p resumes)", "bold yellow")
         if read_only:

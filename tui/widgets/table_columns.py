@@ -93,8 +93,21 @@ def cell(text: str, width: int, align: str = "left") -> str:
     return (text.rjust(width - 1) if align == "right" else text.ljust(width - 1)) + " "
 
 
-def header_line(layout: Layout) -> str:
-    return "".join(cell(column.title, width, column.align) for column, width in layout)
+def header_cells(
+    layout: Layout, sorted_by: str | None = None, marker: str = ""
+) -> list[tuple[str, bool]]:
+    """Each column's title fitted to its cell, and whether it is the column `sorted_by`, whose
+    title carries `marker` (where the title fills its cell, in the space before the next)."""
+    cells = []
+    for column, width in layout:
+        title, sorted_here = column.title, column.key == sorted_by
+        if not sorted_here:
+            cells.append((cell(title, width, column.align), False))
+        elif len(title) + len(marker) <= width - 1:
+            cells.append((cell(title + marker, width, column.align), True))
+        else:
+            cells.append((cell(title, width, column.align)[:-1] + marker, True))
+    return cells
 
 
 def row_cells(
@@ -111,6 +124,7 @@ def row_cells(
     in_phase = None if record.finished or record.untracked else now - record.phase_started_at
     end = record.terminal_at if record.terminal_at is not None else now
     sample_reward = result.sample.reward if result and result.sample else None
+<<<<<<< HEAD
     error = ""
     if record.admission_error is not None:
         error = "not admitted"
@@ -118,6 +132,8 @@ def row_cells(
         error = result.err_category.value
     elif result is not None and result.err_message:
         error = one_line(result.err_message)
+=======
+>>>>>>> 777954c (dashboard: k9s habits — a capital letter per column sorts by it (again: the other way; a header click too; ▲/▼ in its header), s steps through the columns; rows tinted by state from the theme, stuck ones most; v one server at a time; f follows new rollouts; y copies the id; d shows one rollout full screen (details, every model call, the transcript panel, the result JSON))
     return {
         "mark": ("▌" if marked else "", "bold yellow"),
         "row": ("-" if record.source_row_index is None else str(record.source_row_index), ""),
@@ -129,9 +145,22 @@ def row_cells(
         "reward": (reward(sample_reward), ""),
         "tokens": (compact_count(record.model.tokens), ""),
         "model": model_activity(record, now),
-        "error": (error, "red"),
+        "error": (error_text(record), "red"),
         "flags": (", ".join(flags(record, board, now)), "yellow"),
     }
+
+
+def error_text(record: RolloutRecord) -> str:
+    """The error column's text: why it was not admitted, else the result's error category,
+    else its message (made safe); "" without an error."""
+    result = record.latest_result
+    if record.admission_error is not None:
+        return "not admitted"
+    if result is not None and result.err_category is not None:
+        return result.err_category.value
+    if result is not None and result.err_message:
+        return replace_unsafe(result.err_message)
+    return ""
 
 
 def model_activity(record: RolloutRecord, now: float) -> tuple[str, str]:

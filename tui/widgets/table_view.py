@@ -2,39 +2,18 @@
 
 The app owns these as reactives and hands the table one `TableView` whenever one changes;
 here is only what they mean (no Textual), so the table and the status line agree on it.
+What each sort means is in sorting.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from core.board import RolloutBoard
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
-
-SORTS: dict[str, str] = {
-    "submitted": "order submitted",
-    "row": "row, then attempt",
-    "status": "status",
-    "phase_time": "longest in phase first",
-    "reward": "reward, lowest first",
-}
-# The status sort: what needs a look first.
-_STATUS_RANK: dict[str, int] = {
-    status: rank
-    for rank, status in enumerate(
-        (
-            NOT_ADMITTED,
-            RolloutStatus.FAILURE,
-            RolloutStatus.CANCELLED,
-            RolloutStatus.GRADING,
-            RolloutStatus.RUNNING,
-            RolloutStatus.QUEUED,
-            RolloutStatus.SUCCESS,
-        )
-    )
-}
+from tui.widgets.sorting import SORT_COLUMNS, Sort, sort_records
 
 
 @dataclass(frozen=True)
@@ -45,32 +24,37 @@ class TableView:
     statuses: frozenset[str] | None = None
     #: Only the rollouts flagged stuck.
     stuck_only: bool = False
-    #: The order: a key of `SORTS`.
-    sort: str = "submitted"
+    #: The order.
+    sort: Sort = field(default_factory=Sort)
+    #: Only the rollouts sent to this server (its URL); None: every server's.
+    server: str | None = None
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
         records = board.select(
             text=self.text or None, statuses=self.statuses, stuck_only=self.stuck_only, now=now
         )
-        if self.sort != "submitted":
-            records.sort(key=_sort_key(self.sort, now))
-        return records
+        if self.server is not None:
+            records = [record for record in records if record.server == self.server]
+        return sort_records(records, self.sort, board, now)
 
     @property
     def order_depends_on_changes(self) -> bool:
         """Whether a changed rollout can move or appear/disappear (then rebuild, not patch)."""
+        column = self.sort.column
         return (
-            self.sort in ("status", "phase_time", "reward")
+            (column is not None and SORT_COLUMNS[column].changes)
             or self.statuses is not None
             or self.stuck_only
             or bool(self.text)
+            or self.server is not None
         )
 
     @property
     def order_depends_on_time(self) -> bool:
         """Whether the order can change while nothing but the clock moves."""
-        return self.sort == "phase_time" or self.stuck_only
+        column = self.sort.column
+        return (column is not None and SORT_COLUMNS[column].ticks) or self.stuck_only
 
     def filters(self) -> list[str]:
         """The filters in force, as the status line names them."""
@@ -81,6 +65,8 @@ class TableView:
             named.append("status " + "+".join(sorted(self.statuses)))
         if self.stuck_only:
             named.append("stuck only")
+        if self.server is not None:
+            named.append(f"server {self.server}")
         return named
 
 
@@ -96,24 +82,9 @@ def toggle_status(statuses: frozenset[str] | None, status: str) -> frozenset[str
     return frozenset(current) or None
 
 
-def next_sort(sort: str) -> str:
-    names = list(SORTS)
-    return names[(names.index(sort) + 1) % len(names)]
-
-
-def _sort_key(sort: str, now: float) -> Callable[[RolloutRecord], tuple[float, ...]]:
-    if sort == "row":
-        return lambda r: (
-            r.source_row_index if r.source_row_index is not None else -1,
-            r.run_index or 0,
-        )
-    if sort == "status":
-        return lambda r: (_STATUS_RANK.get(r.display_status, 9), r.submitted_at)
-    if sort == "phase_time":
-        return lambda r: (-(now - r.phase_started_at) if r.in_flight else 0.0, r.submitted_at)
-    return lambda r: (
-        r.latest_result.sample.reward
-        if r.latest_result and r.latest_result.sample and r.latest_result.sample.reward is not None
-        else float("inf"),
-        r.submitted_at,
-    )
+def next_server(current: str | None, servers: Iterable[str]) -> str | None:
+    """`v`: the server after `current` among `servers` (each once, in their order); after
+    the last, None again (every server's rollouts)."""
+    choices: list[str | None] = [None, *dict.fromkeys(servers)]
+    position = choices.index(current) if current in choices else 0
+    return choices[(position + 1) % len(choices)]

@@ -1,0 +1,168 @@
+"""`d`: one rollout over the whole screen, in tabs: its details, every model call, its
+transcript, and its result as raw JSON; `escape` goes back (DESIGN.md §2, the full view).
+
+The details are the details pane's (widgets/details.py) and the transcript the transcript
+screen's panel (widgets/transcript_panel.py), so both say the same things; the view redraws
+once a second, while the dashboard's keys wait behind it (the screen is modal).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from core.board import RolloutBoard
+from core.eval.safe_text import replace_unsafe
+from core.rollout_record import RolloutRecord
+from core.types import RolloutResultResponse
+from tui.sources.base import DashboardSource
+from tui.widgets.details import describe
+from tui.widgets.format import plain, status_text
+from tui.widgets.model_calls import model_call_list
+from tui.widgets.transcript_panel import TranscriptPanel
+
+REFRESH_SEC = 1.0
+TRANSCRIPT_TAB = "view-transcript"
+#: The tabs, in order: (pane id, title); key 1 opens the first.
+TABS = (
+    ("view-details", "Details"),
+    ("view-calls", "Model calls"),
+    (TRANSCRIPT_TAB, "Transcript"),
+    ("view-result", "Result JSON"),
+)
+NO_RESULT = "no result yet: the server has not answered with this rollout's result"
+
+
+def result_json(result: RolloutResultResponse | None, redact: Callable[[str], str] | None) -> Text:
+    """The result as the server sent it, as indented JSON: redacted, every line made safe
+    for the terminal (JSON escapes control characters, not bidi overrides), never markup."""
+    if result is None:
+        return Text(NO_RESULT, "dim")
+    # The client keeps a copy of the messages as `trajectory_messages`; no server sends it.
+    document = result.model_dump_json(indent=2, exclude={"sample": {"trajectory_messages"}})
+    if redact is not None:
+        document = redact(document)
+    return Text("\n".join(replace_unsafe(line) for line in document.splitlines()))
+
+
+class RolloutViewScreen(ModalScreen[None]):
+    """Everything about one rollout, full screen."""
+
+    DEFAULT_CSS = """
+    RolloutViewScreen {
+        background: $background;
+    }
+    RolloutViewScreen #rollout-view-title {
+        height: 1;
+        padding: 0 1;
+        background: $panel;
+    }
+    RolloutViewScreen TabbedContent {
+        height: 1fr;
+    }
+    RolloutViewScreen ContentSwitcher {
+        height: 1fr;
+    }
+    RolloutViewScreen TabPane {
+        height: 1fr;
+        padding: 0;
+    }
+    RolloutViewScreen TabPane > VerticalScroll {
+        height: 1fr;
+        padding: 0 1;
+        scrollbar-size-vertical: 1;
+    }
+    """
+    BINDINGS = [
+        Binding(
+            "escape,d,q", "close", "Back", tooltip="Back to the dashboard", id="rollout-view.close"
+        ),
+        *(
+            Binding(
+                str(number),
+                f"show_tab('{pane}')",
+                title,
+                tooltip=f"The {title.lower()} tab",
+                id=f"rollout-view.{pane.removeprefix('view-')}",
+            )
+            for number, (pane, title) in enumerate(TABS, start=1)
+        ),
+    ]
+
+    def __init__(
+        self,
+        source: DashboardSource,
+        record: RolloutRecord,
+        board: RolloutBoard,
+        *,
+        now: Callable[[], float],
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`now` is the dashboard's time (it stops when the run ends); `wall_clock` tells the
+        transcript preview's age."""
+        super().__init__()
+        self.source = source
+        self.record = record
+        self.board = board
+        self.now = now
+        self.wall_clock = wall_clock
+        self._json_of: tuple[RolloutResultResponse | None] | None = None
+        # Kept, not queried: the timer may still fire while the screen goes away.
+        self._title_bar = Static(id="rollout-view-title")
+        self._bodies = {
+            pane: Static(id=f"{pane}-body") for pane, _ in TABS if pane != TRANSCRIPT_TAB
+        }
+
+    def compose(self) -> ComposeResult:
+        yield self._title_bar
+        with TabbedContent(initial=TABS[0][0]):
+            for pane, title in TABS:
+                with TabPane(title, id=pane):
+                    if pane == TRANSCRIPT_TAB:
+                        yield TranscriptPanel(self.source, self.record, wall_clock=self.wall_clock)
+                    else:
+                        with VerticalScroll():
+                            yield self._bodies[pane]
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.refresh_view()
+        self.set_interval(REFRESH_SEC, self.refresh_view)
+
+    def refresh_view(self) -> None:
+        """Redraw what moves: the title, the details, the calls; the JSON when the result
+        is another."""
+        record, now = self.record, self.now()
+        bodies = self._bodies
+        self._title_bar.update(self._title())
+        bodies["view-details"].update(describe(record, self.board, now))
+        bodies["view-calls"].update(model_call_list(record.model, self.board.started_at, now))
+        result = record.latest_result
+        if self._json_of is None or self._json_of[0] is not result:
+            self._json_of = (result,)
+            bodies["view-result"].update(result_json(result, record.redact))
+
+    def _title(self) -> RenderableType:
+        record = self.record
+        title = Text.assemble(("rollout ", "bold"), plain(record.rollout_id, "bold"), "  ")
+        title.append_text(status_text(record.display_status))
+        row = "-" if record.source_row_index is None else str(record.source_row_index)
+        attempt = "-" if record.run_index is None else str(record.run_index)
+        title.append(f"  row {row} / try {attempt}  ")
+        title.append_text(plain(record.server or "-", "dim"))
+        title.no_wrap, title.overflow = True, "ellipsis"
+        return title
+
+    def action_show_tab(self, pane: str) -> None:
+        self.query_one(TabbedContent).active = pane
+
+    def action_close(self) -> None:
+        self.dismiss(None)
