@@ -1,9 +1,11 @@
-"""Fixtures shared by every test package: real uvicorn servers on free loopback ports."""
+"""Fixtures shared by every test package: real uvicorn servers on free loopback ports, and a
+config folder of each test's own."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,3 +28,13 @@ def serve() -> Serve:
 @pytest.fixture
 async def anyio_backend() -> AsyncIterator[str]:
     yield "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def config_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`XDG_CONFIG_HOME` in a fresh folder for every test (and the processes it starts): the
+    dashboard's remembered theme and sort (tui/settings.py) never come from the developer's
+    own settings, nor from another test."""
+    folder = tmp_path_factory.mktemp("config-home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+    return folder

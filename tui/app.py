@@ -9,6 +9,8 @@ The keys and when each applies are in bindings.py; the keys that take more than 
 (cancel, submit, quit, steering the dispatch) hand over to their flow in flows/. Every way
 out (`q`, ctrl+q, ctrl+c, the palette's Quit) is the quit flow's.
 
+The theme and the sort are remembered between runs (settings.py).
+
 Once the source's work has ended, the app's time stops there (`now`): the clock, the ETA,
 the durations and the sparkline stand still, and the end banner says why it ended and how
 to go on, until the app quits.
@@ -16,6 +18,7 @@ to go on, until the app quits.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -46,6 +49,7 @@ from tui.flows.submit import SubmitFlow
 from tui.screens.dialogs import HelpScreen
 from tui.screens.rollout_view import RolloutViewScreen
 from tui.screens.transcript import TranscriptScreen
+from tui.settings import Settings, load_settings, save_settings, settings_path
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
@@ -153,6 +157,8 @@ class DashboardApp(App[None]):
         self._could_send = False
         self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
+        self.settings_file = settings_path()
+        self._apply_settings(load_settings(self.settings_file))
 
     # -- layout ----------------------------------------------------------------------------
 
@@ -187,6 +193,8 @@ class DashboardApp(App[None]):
         # The board may hold rollouts already (a resumed run, a prepared state): show them all;
         # from here on only change batches are applied.
         table.show(self.table_view)
+        self.watch(self, "theme", self._remember_settings, init=False)
+        self.watch(self, "sort", self._remember_settings, init=False)
         self.set_interval(1 / REPAINT_HZ, self.repaint)
         self.set_interval(1.0, self._tick)
         self._sample_throughput()  # the baseline
@@ -540,6 +548,18 @@ class DashboardApp(App[None]):
 
     def action_requeue(self) -> None:
         self.control_flow.ask_requeue()
+
+    # -- settings (settings.py) ---------------------------------------------------------------
+
+    def _apply_settings(self, saved: Settings) -> None:
+        # A theme named by TEXTUAL_THEME is this run's choice; a theme that is gone is not.
+        if saved.theme in self.available_themes and "TEXTUAL_THEME" not in os.environ:
+            self.theme = saved.theme
+        if saved.sort is not None:
+            self.set_reactive(DashboardApp.sort, saved.sort)  # nothing is drawn yet
+
+    def _remember_settings(self) -> None:
+        save_settings(self.settings_file, Settings(self.theme, self.sort))
 
     # -- command palette ---------------------------------------------------------------------
 

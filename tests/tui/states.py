@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -589,11 +590,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Write the dashboard screenshots (SVG).")
     parser.add_argument("folder", type=Path, nargs="?", default=Path("screenshots"))
     folder = parser.parse_args().folder
-    # The pictures must not depend on the terminal they were made from (as in the tests).
+    # The pictures must not depend on the terminal they were made from (as in the tests),
+    # nor on the theme and sort the developer's dashboard remembers.
     for name in ("NO_COLOR", "TEXTUAL_THEME"):
         os.environ.pop(name, None)
-    for path in write_screenshots(folder):
-        print(path)
+    with tempfile.TemporaryDirectory() as config_home:
+        os.environ["XDG_CONFIG_HOME"] = config_home
+        for path in write_screenshots(folder):
+            print(path)
 
 
 if __name__ == "__main__":

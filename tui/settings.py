@@ -1,0 +1,106 @@
+"""What the dashboard remembers between runs: the theme and the table's sort, in a small JSON
+file in the user's config folder (`$XDG_CONFIG_HOME/osmosis-tui/settings.json`, else
+`~/.config/osmosis-tui/settings.json`).
+
+A convenience, never a reason to fail: a file that is missing, unreadable, not JSON or of
+another shape is ignored with a log line (the run's log, when there is one), and so is a
+setting that makes no sense any more (a theme or a column that is gone); a file that cannot be
+written is logged too. It is written whole to a temporary file beside it, then renamed over it,
+so that a crash or a second dashboard never leaves half a file. No Textual here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.widgets.sorting import SORT_COLUMNS, Sort
+
+logger = logging.getLogger(__name__)
+
+APP_FOLDER = "osmosis-tui"
+SETTINGS_FILE = "settings.json"
+
+
+def settings_path(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where the settings live. A relative `XDG_CONFIG_HOME` is ignored, as the XDG base
+    directory spec says."""
+    config_home = environ.get("XDG_CONFIG_HOME", "")
+    root = Path(config_home) if os.path.isabs(config_home) else Path.home() / ".config"
+    return root / APP_FOLDER / SETTINGS_FILE
+
+
+@dataclass(frozen=True)
+class Settings:
+    #: The Textual theme's name; None: Textual's default (or `TEXTUAL_THEME`).
+    theme: str | None = None
+    #: The table's sort; None: the order submitted.
+    sort: Sort | None = None
+
+
+def _sort_from(value: Any, path: Path) -> Sort | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        column, descending = value.get("column"), value.get("descending", False)
+        if (column is None or column in SORT_COLUMNS) and isinstance(descending, bool):
+            return Sort(column, descending and column is not None)
+    logger.warning("settings %s: ignoring the sort %r (no such column)", path, value)
+    return None
+
+
+def load_settings(path: Path) -> Settings:
+    """The settings in `path`; the defaults when there are none that can be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Settings()
+    except (OSError, UnicodeDecodeError) as exc:
+        logger.warning("settings %s: ignored, it cannot be read (%s)", path, exc)
+        return Settings()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        logger.warning("settings %s: ignored, it is not JSON (%s)", path, exc)
+        return Settings()
+    if not isinstance(data, dict):
+        logger.warning("settings %s: ignored, it is not a JSON object", path)
+        return Settings()
+    theme = data.get("theme")
+    if theme is not None and not isinstance(theme, str):
+        logger.warning("settings %s: ignoring the theme %r (not a name)", path, theme)
+        theme = None
+    return Settings(theme=theme, sort=_sort_from(data.get("sort"), path))
+
+
+def save_settings(path: Path, settings: Settings) -> None:
+    """Write `settings` to `path` atomically; a failure is logged, not raised."""
+    sort = settings.sort
+    document = {
+        "theme": settings.theme,
+        "sort": None if sort is None else {"column": sort.column, "descending": sort.descending},
+    }
+    temporary: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=".settings-", suffix=".tmp", delete=False
+        ) as file:
+            temporary = file.name
+            json.dump(document, file, indent=2)
+            file.write("\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+        temporary = None
+    except OSError as exc:
+        logger.warning("settings %s: not saved (%s)", path, exc)
+    finally:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
