@@ -347,7 +347,7 @@ class DashboardApp(App[None]):
     @on(RolloutTable.CursorMoved)
     def _cursor_moved(self) -> None:
         if not self.screen_stack:
-            return  # a row arrived as the app closed: no screen is left to refresh
+            return  # a row or a move (follow mode) arrived as the app closed: no screen left
         self.refresh_bindings()
         if self.details.has_class("-open"):
             self._show_details()

@@ -107,3 +107,13 @@ async def test_y_copies_the_selected_rollouts_id_and_says_so() -> None:
             )
 
         await until(pilot, said)
+
+
+async def test_a_cursor_move_still_queued_as_the_app_closes_is_let_go() -> None:
+    app = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f")
+    # Follow mode moves the cursor from a timer: such a move can reach the app once its
+    # screens are gone, and must not end it with an error.
+    assert not app.screen_stack
+    app._cursor_moved()
