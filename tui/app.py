@@ -56,7 +56,7 @@ from tui.widgets.details import DetailsPane
 from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
 from tui.widgets.fitted_footer import FittedFooter
-from tui.widgets.format import multi_line
+from tui.widgets.format import multi_line, one_line
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.rollout_table import RolloutTable
 from tui.widgets.sorting import Sort, next_sort, pick
@@ -377,7 +377,7 @@ class DashboardApp(App[None]):
         record = self.selected()
         if record is not None:
             self.copy_to_clipboard(record.rollout_id)
-            self.notify(f"copied {replace_unsafe(record.rollout_id)}", markup=False)
+            self.notify(f"copied {one_line(record.rollout_id)}", markup=False)
 
     # -- enabling ----------------------------------------------------------------------------
 

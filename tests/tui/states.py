@@ -569,15 +569,32 @@ SHOTS = (
     Shot("light", size=(100, 30), theme="textual-light", screenshot=False),
     Shot("large", size=(160, 45), screenshot=False),
     # Sorted by time in phase (the stuck one first, its header marked), rows tinted by state.
-    *(Shot(f"sorted-{name}", press=("T",), size=size, screenshot=False) for name, size in K9S_SIZES.items()),
-    Shot("sorted-light", press=("W", "W", "v", "f"), size=(100, 30), theme="textual-light", screenshot=False),
+    *(
+        Shot(f"sorted-{name}", press=("T",), size=size, screenshot=name == "large")
+        for name, size in K9S_SIZES.items()
+    ),
+    Shot(
+        "sorted-light",
+        press=("W", "W", "v", "f"),
+        size=(100, 30),
+        theme="textual-light",
+        screenshot=False,
+    ),
     # The full view of the failure whose model call failed, in each of its tabs.
     *(
-        Shot(f"rollout-view-{name}", press=("d",), cursor_row=8, size=size, screenshot=False)
+        Shot(
+            f"rollout-view-{name}",
+            press=("d",),
+            cursor_row=8,
+            size=size,
+            screenshot=name == "narrow",
+        )
         for name, size in K9S_SIZES.items()
     ),
     Shot("rollout-view-calls", press=("d", "2"), cursor_row=8, size=(100, 30), screenshot=False),
-    Shot("rollout-view-transcript", press=("d", "3"), cursor_row=0, size=(100, 30), screenshot=False),
+    Shot(
+        "rollout-view-transcript", press=("d", "3"), cursor_row=0, size=(100, 30), screenshot=False
+    ),
     Shot("rollout-view-json", press=("d", "4"), cursor_row=8, size=(80, 24), screenshot=False),
 )
 

@@ -124,16 +124,6 @@ def row_cells(
     in_phase = None if record.finished or record.untracked else now - record.phase_started_at
     end = record.terminal_at if record.terminal_at is not None else now
     sample_reward = result.sample.reward if result and result.sample else None
-<<<<<<< HEAD
-    error = ""
-    if record.admission_error is not None:
-        error = "not admitted"
-    elif result is not None and result.err_category is not None:
-        error = result.err_category.value
-    elif result is not None and result.err_message:
-        error = one_line(result.err_message)
-=======
->>>>>>> 777954c (dashboard: k9s habits — a capital letter per column sorts by it (again: the other way; a header click too; ▲/▼ in its header), s steps through the columns; rows tinted by state from the theme, stuck ones most; v one server at a time; f follows new rollouts; y copies the id; d shows one rollout full screen (details, every model call, the transcript panel, the result JSON))
     return {
         "mark": ("▌" if marked else "", "bold yellow"),
         "row": ("-" if record.source_row_index is None else str(record.source_row_index), ""),
@@ -159,7 +149,7 @@ def error_text(record: RolloutRecord) -> str:
     if result is not None and result.err_category is not None:
         return result.err_category.value
     if result is not None and result.err_message:
-        return replace_unsafe(result.err_message)
+        return one_line(result.err_message)
     return ""
 
 
