@@ -4,7 +4,9 @@ The board is the one place a front end reads (DESIGN.md §1): handles report eac
 status change to it, the eval runner registers rollouts and admission failures, and the
 dashboard or the headless reporter consume *change batches* (the ids changed since their last
 look) at their own pace, so a burst of hundreds of changes costs one repaint, not hundreds.
-No Textual here.
+`take_changes` is the batches of the run's own front end; every other consumer (a dashboard
+attached to the run from another process) has a `ChangeFeed` of its own (`subscribe`), so
+that none of them takes the changes another has not seen yet. No Textual here.
 
 Servers that publish ownership events (PROTOCOL.md §8.1) report each status themselves: the
 eval hands them to `server_mark`, and the board merges them with what the polls observed
@@ -56,6 +58,29 @@ class ChangeBatch:
     added: tuple[str, ...]
 
 
+class ChangeFeed:
+    """One consumer's change batches: what changed since it last took one, whatever the
+    board's other consumers took meanwhile."""
+
+    def __init__(self) -> None:
+        self._changed: set[str] = set()
+        self._added: list[str] = []
+        self._version = 0
+
+    def mark(self, rollout_id: str) -> None:
+        self._changed.add(rollout_id)
+
+    def add(self, rollout_id: str) -> None:
+        self._added.append(rollout_id)
+
+    def take(self) -> ChangeBatch:
+        """The ids changed since the last call (possibly none); the next batch starts empty."""
+        changed, self._changed = self._changed, set()
+        added, self._added = tuple(self._added), []
+        self._version += 1
+        return ChangeBatch(frozenset(changed), self._version, added)
+
+
 #: Called with a record and each status observation it gets, from a poll or the server, once
 #: per status and source, in the order they come in.
 TransitionHook = Callable[[RolloutRecord, PhaseMark], None]
@@ -90,9 +115,9 @@ class RolloutBoard:
         self._on_untrack = on_untrack
         self.records: dict[str, RolloutRecord] = {}
         self.stuck_after_sec = stuck_after_sec
-        self._changed: set[str] = set()
-        self._added: list[str] = []
-        self._version = 0
+        # The first is `take_changes`'s; the others are `subscribe`'s.
+        self._changes = ChangeFeed()
+        self._feeds: list[ChangeFeed] = [self._changes]
         # Finished durations per phase, kept sorted so the median is one index away.
         self._durations: dict[RolloutStatus, list[float]] = {status: [] for status in PHASES}
         # Per record, how many of its transitions, which status (for the phase indexes) and
@@ -234,7 +259,8 @@ class RolloutBoard:
         if early is not None:
             record.model = early
         self.records[record.rollout_id] = record
-        self._added.append(record.rollout_id)
+        for feed in self._feeds:
+            feed.add(record.rollout_id)
         self._account(record)
         for mark in self._early_events.pop(record.rollout_id, ()):
             self.server_mark(record.rollout_id, mark)
@@ -385,16 +411,33 @@ class RolloutBoard:
         return Counter(self._failures)
 
     def _mark(self, rollout_id: str) -> None:
-        self._changed.add(rollout_id)
+        for feed in self._feeds:
+            feed.mark(rollout_id)
+
+    def touch(self, rollout_id: str) -> None:
+        """Put a record in the next change batches for what was set on it from outside the
+        board's methods (a copy of another process's board sets its cancels, its model calls
+        and its poll counts as that board reports them)."""
+        if rollout_id in self.records:
+            self._mark(rollout_id)
 
     # -- change batches --------------------------------------------------------------------
 
     def take_changes(self) -> ChangeBatch:
         """The ids changed since the last call (possibly none); the next batch starts empty."""
-        changed, self._changed = self._changed, set()
-        added, self._added = tuple(self._added), []
-        self._version += 1
-        return ChangeBatch(frozenset(changed), self._version, added)
+        return self._changes.take()
+
+    def subscribe(self) -> ChangeFeed:
+        """A feed of change batches of its own for one more consumer, from now on: what it
+        takes, `take_changes` still gets, and the other way round. `unsubscribe` ends it."""
+        feed = ChangeFeed()
+        self._feeds.append(feed)
+        return feed
+
+    def unsubscribe(self, feed: ChangeFeed) -> None:
+        """Stop feeding `feed` (a consumer gone); one not subscribed is ignored."""
+        if feed is not self._changes and feed in self._feeds:
+            self._feeds.remove(feed)
 
     # -- actions ---------------------------------------------------------------------------
 

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity
 from core.phases import SkipReason, skipped_phases
-from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
-
-if TYPE_CHECKING:
-    from core.client import RolloutClient
+from core.types import (
+    PHASE_ORDER,
+    TERMINAL_STATUSES,
+    CancelRolloutsResponse,
+    RolloutResultResponse,
+    RolloutStatus,
+)
 
 #: The status the board shows for a rollout the server never accepted.
 NOT_ADMITTED = "not_admitted"
@@ -55,6 +58,13 @@ class PhaseMark:
     server_id: str | None = None
     #: When a poll saw the status too (on a mark from the server), for the details.
     polled_at: float | None = None
+
+
+class Canceller(Protocol):
+    """Who asks a rollout's server to cancel it: the `RolloutClient` that sent it, or, on a
+    dashboard attached to another process's run, that process (which asks the server)."""
+
+    async def cancel_rollout(self, rollout_id: str) -> CancelRolloutsResponse: ...
 
 
 def _order(mark: PhaseMark) -> tuple[int, float]:
@@ -132,7 +142,8 @@ class RolloutRecord:
     source_row_index: int | None = None
     #: Where the observations come from: the live handle, or what was recorded without one.
     observed: RolloutHandle | RecordedRollout = field(default_factory=RecordedRollout)
-    client: RolloutClient | None = None
+    #: Where a cancel of it goes (`RolloutBoard.cancel_on_server`); None when nowhere can.
+    client: Canceller | None = None
     cancels: list[CancelRequest] = field(default_factory=list)
     untracked: bool = False
     admission_error: str | None = None
