@@ -68,6 +68,13 @@ class RolloutServerSlot:
 ServerListener = Callable[[RolloutServerSlot, str], None]
 
 
+def shown_state(slot: RolloutServerSlot, *, run_over: bool, launched: bool) -> str:
+    """A server's state as a front end shows it: the last one seen, but `stopped` once the run
+    is over if the run `launched` it (the embedded demo, a workspace's server): it stopped
+    with the run. Nobody watches another's server once the run is over: its last state."""
+    return "stopped" if run_over and launched else slot.state
+
+
 def _health_error(exc: BaseException) -> str:
     """Why a /health read failed, with the status a refusing server answered."""
     if not isinstance(exc, RolloutProtocolError) or exc.status_code == 200:

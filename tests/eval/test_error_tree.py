@@ -6,6 +6,14 @@ from __future__ import annotations
 import pytest
 
 import core.eval.errors
+from core.eval.control_client import (
+    ControlActionError,
+    ControlLost,
+    ControlRefused,
+    ControlUnavailable,
+)
+from core.eval.control_protocol import ProtocolViolation
+from core.eval.control_socket import ControlError, ControlSocketError
 from core.eval.errors import EvalError, InputError
 from core.eval.gateway_errors import GatewayError, LiteLLMUnavailable, PreflightError, UpstreamError
 from core.eval.launcher import LaunchError
@@ -23,6 +31,13 @@ TREE: list[tuple[type[Exception], type[Exception]]] = [
     (UpstreamError, GatewayError),
     (PreflightError, GatewayError),
     (LiteLLMUnavailable, GatewayError),
+    (ControlError, EvalError),
+    (ControlSocketError, ControlError),
+    (ProtocolViolation, ControlError),
+    (ControlUnavailable, ControlError),
+    (ControlRefused, ControlError),
+    (ControlLost, ControlError),
+    (ControlActionError, ControlError),
     (ReplayError, EvalError),
 ]
 

@@ -14,7 +14,9 @@ official shapes (osmosis-ai 0.3.8) so that either tool resumes the other's runs:
 - ours, which the official tools ignore: `transitions.jsonl` (`core.eval.results.transitions`),
   read by `osmosis-tui replay`, `calls.jsonl` (`core.eval.model_calls`), one line per
   model call through the gateway, and `previews/`, the live preview root of the rollout
-  servers (`<rollout_id>/preview.json`, PROTOCOL.md §8.2), read by the dashboard's transcript.
+  servers (`<rollout_id>/preview.json`, PROTOCOL.md §8.2), read by the dashboard's transcript,
+  and, while the run lives, `control.sock` (`core.eval.control_socket`), where
+  `osmosis-tui attach` reaches it.
 
 `<output>/.locks/<run-name>.lock` (`core.eval.results.lock`) keeps a second run of the same
 name out while one lives. Every file is created with mode 0600 (`core.eval.results.durable`).
@@ -62,6 +64,7 @@ TRIALS_DIR = "rollout_trials"
 TRAJECTORIES_DIR = "trajectories"
 ARTIFACTS_DIR = "artifacts"
 PREVIEWS_DIR = "previews"
+CONTROL_SOCKET_FILE = "control.sock"
 LOCKS_DIR = ".locks"
 
 # As official, so that a name one tool accepts the other accepts too.
