@@ -15,6 +15,7 @@ from textual.binding import Binding, BindingType
 
 from core.rollout_record import RolloutRecord
 from tui.flows.cancel import can_cancel
+from tui.sources.attached import AttachedSource
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.format import CHIP_STATUSES
@@ -36,6 +37,9 @@ LIVE_ACTIONS = frozenset(
 )
 # Playback: only a replay has it.
 REPLAY_ACTIONS = frozenset({"step", "speed", "step_back", "seek", "seek_start", "seek_end"})
+# Sending rollouts by hand and steering the dispatch: the run's own dashboard's, hidden on one
+# attached to it from another process (tui.sources.attached).
+OWNER_ACTIONS = frozenset({"new_rollout", "rerun", "requeue", "pause_dispatch", "max_in_flight"})
 
 DASHBOARD_BINDINGS: list[BindingType] = [
     Binding(
@@ -318,6 +322,8 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
         return False
     if action in REPLAY_ACTIONS:
         return isinstance(source, ReplaySource)
+    if action in OWNER_ACTIONS and isinstance(source, AttachedSource):
+        return False
     if action == "cancel_server":
         return (source.can_send and record is not None and can_cancel(record)) or None
     if action == "cancel_marked":

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from tui.commands.attach import add_attach
 from tui.commands.eval_command import add_eval
 from tui.commands.eval_flags import OUTPUT_FLAGS
 from tui.commands.parser import CommandParser
@@ -63,6 +64,7 @@ def build_parser() -> CommandParser:
     add_eval(commands)
     add_serve(commands)
     add_replay(commands)
+    add_attach(commands)
     parser.commands = commands.choices
     return parser
 

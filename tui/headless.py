@@ -9,6 +9,7 @@ import signal
 import sys
 
 from core.eval import EvalPlan, EvalSession
+from core.eval.control_server import ControlEndpoint
 from core.eval.launcher import kill_launched_servers
 from core.eval.reporter import (
     HeadlessReporter,
@@ -18,6 +19,7 @@ from core.eval.reporter import (
     work_item_rollouts,
 )
 from core.eval.results.folder import LOGS_FILE
+from tui.commands.attach import attach_hint
 from tui.log_follower import LogFollower
 from tui.std_streams import forgiving_std_streams
 
@@ -44,9 +46,17 @@ def run_headless(
 
 async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, verbose: bool) -> int:
     reporter = HeadlessReporter(mode=mode)
+
+    def started(name: str, todo: int, done: int) -> None:
+        reporter.start(name, todo, done)
+        # The run folder is open: its control socket goes in it, and the user is told once.
+        if endpoint.open() is not None:
+            print(attach_hint(plan), file=sys.stderr, flush=True)
+
     session = EvalSession(
-        plan, on_start=reporter.start, on_result=reporter.result, on_notice=reporter.notice
+        plan, on_start=started, on_result=reporter.result, on_notice=reporter.notice
     )
+    endpoint = ControlEndpoint(session, rerun=rerun)
     loop = asyncio.get_running_loop()
     interrupts = 0
     pending: set[asyncio.Task[None]] = set()  # keeps the interrupt task alive until it ends
@@ -76,6 +86,11 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
         loop.add_signal_handler(signum, on_interrupt)
     try:
         summary = await session.run()
+    except BaseException as exc:
+        await endpoint.close(None, failure=str(exc) or type(exc).__name__)
+        raise
+    else:
+        await endpoint.close(summary)
     finally:
         for signum in INTERRUPTS:
             loop.remove_signal_handler(signum)

@@ -63,7 +63,10 @@ def test_a_mistake_prints_a_short_usage_and_where_the_help_is(tmp_path: Path) ->
         ),
         (("replay", "run", "--sped", "2"), "unknown flag --sped; did you mean --speed?"),
         (("--verison",), "unknown flag --verison; did you mean --version?"),
-        (("evl",), "invalid choice 'evl' (choose from eval, serve, replay); did you mean eval?"),
+        (
+            ("evl",),
+            "invalid choice 'evl' (choose from eval, serve, replay, attach); did you mean eval?",
+        ),
         (("server", "--demo"), "did you mean serve?"),
         (("eval", "--on-interrupt", "cancle"), "did you mean cancel?"),
     ],

@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static
 
+from core.board import RolloutBoard
 from core.types import RolloutStatus
 from server_stub.registry import RolloutEntry
 from tests.polling import eventually
@@ -142,3 +143,35 @@ async def running_rollout(pilot: Pilot[Any], app: DashboardApp) -> str:
     rollout_id = app.table.cursor_id
     assert rollout_id is not None
     return rollout_id
+
+
+def board_view(board: RolloutBoard) -> dict[str, tuple[object, ...]]:
+    """What a dashboard shows of each rollout on `board`, clock aside: rows, status, the phase
+    track's marks and their sources, skip reasons, cancels, untracking, result, server, model
+    calls; in the board's order. Two boards that show the same rollouts have the same view."""
+    view: dict[str, tuple[object, ...]] = {}
+    for record in board:
+        result = record.latest_result
+        view[record.rollout_id] = (
+            record.row_index,
+            record.run_index,
+            record.source_row_index,
+            record.display_status,
+            tuple((mark.status.value, mark.source) for mark in record.timeline()),
+            tuple(sorted((phase.value, why) for phase, why in record.skipped_phases().items())),
+            tuple(cancel.disposition for cancel in record.cancels),
+            record.untracked,
+            None if result is None or result.sample is None else result.sample.reward,
+            None if result is None or result.err_category is None else result.err_category.value,
+            record.admission_error,
+            record.server,
+            record.model.calls,
+        )
+    return view
+
+
+def counts_view(board: RolloutBoard) -> dict[str, int]:
+    """The summary's counts, the clock-dependent stuck count aside."""
+    counts = dict(board.counts())
+    counts.pop("stuck", None)
+    return counts

@@ -1,11 +1,12 @@
 """Leaving the dashboard (DESIGN.md §2): with rollouts in flight, one question first.
 
 Every way out comes here: `q`, ctrl+q, ctrl+c and the command palette's Quit. It leaves at
-once when there is nothing to wind down: a replay, or a run that is over. With rollouts in
-flight the quit screen asks whether to cancel them on their servers or leave them to their
-leases (or go back); either way the run is interrupted, and the app exits once the run has
-wound down (`DashboardApp.run_source`). Leaving at once (a second `q` while it winds down)
-cuts no corner: the CLI ends the run and writes its results after the app is gone
+once when there is nothing to wind down: a replay, a run that is over, or a run that another
+process runs (a dashboard attached to it only detaches; the question is that process's).
+With rollouts in flight the quit screen asks whether to cancel them on their servers or leave
+them to their leases (or go back); either way the run is interrupted, and the app exits once
+the run has wound down (`DashboardApp.run_source`). Leaving at once (a second `q` while it
+winds down) cuts no corner: the CLI ends the run and writes its results after the app is gone
 (`tui.dashboard.run_and_close`).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tui.screens.dialogs import QuitScreen
+from tui.sources.attached import AttachedSource
 
 if TYPE_CHECKING:
     from tui.app import DashboardApp
@@ -35,6 +37,9 @@ class QuitFlow:
         # A second q while winding down leaves at once, like a second Ctrl-C: everything
         # finished is already journaled.
         if source.read_only or source.finished or self.quitting:
+            app.exit()
+            return
+        if isinstance(source, AttachedSource):  # the run goes on where it runs
             app.exit()
             return
         if app.run_state == "ended":  # the run stopped on an error: nothing to wind down

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.eval import EvalPlan, EvalSession, EvalSummary
+from core.eval.control_server import ControlEndpoint
 from core.eval.dispatch_gate import DispatchState
 from core.eval.gateway_errors import GatewayError
 from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
+from core.eval.servers import shown_state
 from core.rollout_record import RequestOptions
 from tui.sources.base import NewRollout, RunEnding, ServerView
 
@@ -29,7 +31,9 @@ class EvalSource:
         `on_notice(message)` hears of the session's notices (a server went down, ...)."""
         self.plan = plan
         self.rerun_command = rerun
-        self.session = EvalSession(plan, on_notice=on_notice)
+        self.session = EvalSession(plan, on_start=self._started, on_notice=on_notice)
+        #: Where other dashboards attach to the run (`osmosis-tui attach`).
+        self.endpoint = ControlEndpoint(self.session, rerun=rerun)
         self.board = self.session.board
         self.summary: EvalSummary | None = None
         #: Why the run could not start, when that is the user's to fix (the model refused
@@ -99,13 +103,11 @@ class EvalSource:
         ended = self.ended
         if pool is None:
             return [] if ended else [ServerView("starting…", "starting")]
-        # Once the run is over nobody watches the servers: ours (the embedded or the
-        # workspace's) were stopped with it; another's state is the last one seen.
-        ours = self.plan.mode != "servers"
+        launched = self.plan.mode != "servers"
         return [
             ServerView(
                 slot.url,
-                "stopped" if ended and ours else slot.state,
+                shown_state(slot, run_over=ended, launched=launched),
                 slot.restarts,
                 slot.last_error,
                 watched=not ended,
@@ -120,6 +122,9 @@ class EvalSource:
         # (`close` ends it).
         await asyncio.shield(self._running)
 
+    def _started(self, _name: str, _todo: int, _done: int) -> None:
+        self.endpoint.open()  # the run folder is open: its control socket goes in it
+
     async def _run(self) -> None:
         try:
             self.summary = await self.session.run()
@@ -130,6 +135,8 @@ class EvalSource:
         except Exception as exc:
             self.failure = str(exc)
             raise
+        finally:
+            await self.endpoint.close(self.summary, failure=self.failure)
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         await self.session.interrupt(cancel_in_flight=cancel_in_flight)

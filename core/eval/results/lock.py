@@ -60,6 +60,20 @@ def _holder(fd: int) -> int | None:
     return None
 
 
+def lock_holder(output: Path, run_name: str) -> int | None:
+    """The process holding `run_name`'s lock now, as the system says (Linux `/proc/locks`),
+    found without trying to take the lock: looking must never turn a run that starts at
+    that moment away. None when nobody holds it, or when the system does not say."""
+    try:
+        fd = os.open(lock_path(output, run_name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+
+
 class RunLock:
     """The held lock of one run name; `release()` (or leaving the `with`) lets it go."""
 
@@ -122,4 +136,4 @@ class RunLock:
         self.release()
 
 
-__all__ = ["RunLock", "RunLocked", "lock_path"]
+__all__ = ["RunLock", "RunLocked", "lock_holder", "lock_path"]

@@ -1,0 +1,187 @@
+"""The runs under a results root, as `osmosis-tui runs` lists them and `attach` picks them.
+
+A run is a folder of the root holding a `manifest.json`: ours, or the official
+`osmosis eval run`'s (the same files, without our `transitions.jsonl`). What each says is read
+from its results files, never from a live process:
+
+- status: `running` while a process serves its control socket (`core.eval.control_socket`)
+  or holds its name's lock (`core.eval.results.lock`: the official tool has no socket), else
+  `finished` when its metrics.json says so, else `incomplete` (interrupted, stopped, or killed
+  while it ran: a killed run's metrics.json still says `running`);
+- done/total: the work items with a result in events.jsonl (the journal), of those the
+  manifest's inputs make; pass rate by the rules of metrics.json, with the run's threshold;
+- started: its latest invocation's start (metrics.json), else its creation (the manifest);
+  duration: that invocation's, or, while it runs, how long it has been running.
+
+Nothing here loads an HTTP stack: listing stays quick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from core.eval.control_socket import is_served
+from core.eval.nesting import load_json
+from core.eval.results.events import Journal
+from core.eval.results.folder import (
+    EVENTS_FILE,
+    LOCKS_DIR,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    TRANSITIONS_FILE,
+)
+from core.eval.results.lock import lock_holder
+from core.eval.results.manifest import ManifestError, read_manifest, work_item_count
+from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, progress, recorded_pass_threshold
+
+ListedStatus = Literal["running", "incomplete", "finished"]
+Tool = Literal["osmosis-tui", "osmosis"]
+
+
+@dataclass(frozen=True)
+class ListedRun:
+    """One run folder, as its files describe it."""
+
+    name: str
+    folder: Path
+    status: ListedStatus
+    attachable: bool
+    """A process serves its control socket: `osmosis-tui attach` can watch it."""
+    tool: Tool
+    """Who wrote it: osmosis-tui (it has a transitions.jsonl), or the official tool."""
+    done: int
+    total: int | None
+    pass_rate: float | None
+    """None until a sample completed (metrics.json then says 0)."""
+    started_at: str | None
+    duration_sec: float | None
+    problem: str | None = None
+    """Why some of it could not be read."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "folder": str(self.folder.absolute()),
+            "status": self.status,
+            "attachable": self.attachable,
+            "tool": self.tool,
+            "done": self.done,
+            "total": self.total,
+            "pass_rate": self.pass_rate,
+            "started_at": self.started_at,
+            "duration_sec": self.duration_sec,
+            "problem": self.problem,
+        }
+
+
+def list_runs(output: Path, *, now: datetime | None = None) -> list[ListedRun]:
+    """Every run folder under `output`, by name (none when `output` does not exist)."""
+    try:
+        folders = sorted(path for path in output.iterdir() if path.name != LOCKS_DIR)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [
+        describe_run(folder, now=now)
+        for folder in folders
+        if folder.is_dir() and (folder / MANIFEST_FILE).is_file()
+    ]
+
+
+def describe_run(folder: Path, *, now: datetime | None = None) -> ListedRun:
+    """What the files of one run folder (and its name's lock) say of it."""
+    problems: list[str] = []
+    manifest: dict[str, Any] = {}
+    try:
+        manifest = read_manifest(folder / MANIFEST_FILE)
+    except ManifestError as exc:
+        problems.append(str(exc))
+    metrics = _metrics(folder / METRICS_FILE, problems)
+    found = metrics.get("eval_run")
+    eval_run: dict[str, Any] = found if isinstance(found, dict) else {}
+    results = Journal.load(folder / EVENTS_FILE, on_warning=problems.append)
+    inputs = manifest.get("inputs")
+    total = work_item_count(inputs) if isinstance(inputs, dict) else None
+    threshold = recorded_pass_threshold(metrics)
+    done = progress(
+        results.values(),
+        total_items=total or 0,
+        pass_threshold=DEFAULT_PASS_THRESHOLD if threshold is None else threshold,
+    )
+    attachable = is_served(folder)
+    recorded = eval_run.get("status")
+    status: ListedStatus
+    if attachable or lock_holder(folder.parent, folder.name) is not None:
+        status = "running"
+    elif recorded == "finished":
+        status = "finished"
+    else:
+        status = "incomplete"
+    started = _text(eval_run.get("started_at")) or _text(manifest.get("created_at"))
+    return ListedRun(
+        name=folder.name,
+        folder=folder,
+        status=status,
+        attachable=attachable,
+        tool="osmosis-tui" if (folder / TRANSITIONS_FILE).exists() else "osmosis",
+        done=done.done,
+        total=total,
+        pass_rate=done.pass_rate,
+        started_at=started,
+        duration_sec=_duration(status, recorded, eval_run, started, now),
+        problem="; ".join(problems) or None,
+    )
+
+
+def _metrics(path: Path, problems: list[str]) -> dict[str, Any]:
+    try:
+        document = load_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        problems.append(f"{path} cannot be read ({exc})")
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _duration(
+    status: ListedStatus,
+    recorded: object,
+    eval_run: dict[str, Any],
+    started: str | None,
+    now: datetime | None,
+) -> float | None:
+    if status == "running":
+        began = _moment(started)
+        if began is None:
+            return None
+        return max(((now or datetime.now(timezone.utc)) - began).total_seconds(), 0.0)
+    milliseconds = eval_run.get("duration_ms")
+    # A run killed while it ran never wrote its duration (metrics.json still says running).
+    if recorded == "running" or isinstance(milliseconds, bool):
+        return None
+    return milliseconds / 1000 if isinstance(milliseconds, (int, float)) else None
+
+
+def _moment(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def live_runs(output: Path) -> list[ListedRun]:
+    """The runs under `output` a dashboard can attach to now."""
+    return [run for run in list_runs(output) if run.attachable]
+
+
+__all__ = ["ListedRun", "ListedStatus", "describe_run", "list_runs", "live_runs"]

@@ -1,0 +1,224 @@
+"""`osmosis-tui attach` on a headless `osmosis-tui eval` running in a process of its own: the
+dashboards attached to it show what its files record, a cancel from one of them is the run's
+(in transitions.jsonl), leaving one leaves the run alone, and a run that dies leaves a stale
+socket that the next run of the name replaces."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat
+from pathlib import Path
+from typing import Any
+
+from core.eval.control_client import ControlClient
+from core.types import TERMINAL_STATUSES, RolloutStatus
+from tests.eval_run.command import RunningEval, start_eval
+from tests.eval_run.files import multiply_rows, pending_items, read_jsonl, run_folder, write_jsonl
+from tests.eval_run.servers import ServedDemo
+from tests.eval_run.test_interrupt import cancel_on_server
+from tests.polling import eventually
+from tests.tui.helpers import SIZE, board_view, counts_view, until
+from tui.app import DashboardApp, create_app
+from tui.screens.dialogs import ConfirmScreen, QuitScreen
+from tui.sources.attached import AttachedSource
+
+FAST_ROWS = 4
+HINT = "to watch it on the dashboard: osmosis-tui attach {name}"
+ATTACH_TIMEOUT_SEC = 60.0
+
+
+def start_run(
+    tmp_path: Path, server: ServedDemo, name: str, sleeps: list[float]
+) -> tuple[RunningEval, Path]:
+    """A headless eval of fast rows, then one row per sleep (seconds before it answers)."""
+    slow = [
+        {**row, "metadata": {"sleep": sleep}}
+        for row, sleep in zip(multiply_rows(len(sleeps)), sleeps, strict=True)
+    ]
+    rows = [*multiply_rows(FAST_ROWS), *slow]
+    dataset = write_jsonl(tmp_path / f"{name}.jsonl", rows)
+    run = start_eval(
+        *("--server", server.url, "--dataset-file", str(dataset), "--name", name),
+        *("--max-in-flight", str(len(rows)), "--headless"),
+        cwd=tmp_path,
+    )
+    return run, run_folder(tmp_path, name)
+
+
+async def served(run: RunningEval, folder: Path) -> None:
+    await eventually(
+        lambda: (folder / "control.sock").exists() or run.process.poll() is not None,
+        "the run's control socket",
+        timeout=ATTACH_TIMEOUT_SEC,
+    )
+    assert run.process.poll() is None, run.stderr()
+
+
+async def dashboard(folder: Path, cwd: Path) -> DashboardApp:
+    return create_app(AttachedSource(await ControlClient.connect(folder)), export_dir=cwd)
+
+
+def slow_running(app: DashboardApp) -> list[str]:
+    return [
+        r.rollout_id
+        for r in app.board
+        if r.row_index is not None and r.row_index >= FAST_ROWS and r.status.value == "running"
+    ]
+
+
+def last_statuses(folder: Path) -> dict[str, str]:
+    """Each rollout's latest status in transitions.jsonl (what the run observed of it)."""
+    statuses: dict[str, str] = {}
+    for line in read_jsonl(folder / "transitions.jsonl"):
+        if line["kind"] == "status":
+            statuses[line["rollout_id"]] = line["status"]
+    return statuses
+
+
+def view_of_files(folder: Path) -> dict[str, Any]:
+    """What the run's files say it ended with: every rollout's last status and the results."""
+    index = read_jsonl(folder / "index.jsonl")
+    return {
+        "statuses": last_statuses(folder),
+        "success": sum(1 for r in index if r["status"] == "success"),
+        "pending": pending_items(folder),
+    }
+
+
+def board_statuses(client: ControlClient) -> dict[str, str]:
+    return {record.rollout_id: record.status.value for record in client.board}
+
+
+async def test_dashboards_attached_to_a_headless_run_watch_it_cancel_and_detach(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    name = "watched"
+    # Two slow rows: one is cancelled from a dashboard, the other ends by itself.
+    run, folder = start_run(tmp_path, demo_server, name, [30, 8])
+    try:
+        await served(run, folder)
+        # The socket is the run's owner's alone, in a folder nobody else may enter.
+        sock = folder / "control.sock"
+        assert stat.S_ISSOCK(os.lstat(sock).st_mode)
+        assert stat.S_IMODE(os.lstat(sock).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+        assert run.stderr().count(HINT.format(name=name)) == 1
+
+        # A viewer without a screen follows the whole run, alongside the dashboards.
+        follower = await ControlClient.connect(folder)
+        following = asyncio.ensure_future(follower.follow())
+
+        app = await dashboard(folder, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: len(slow_running(app)) == 2, timeout=ATTACH_TIMEOUT_SEC)
+            target = next(r.rollout_id for r in app.board if r.row_index == FAST_ROWS)
+            await until(pilot, lambda: target in app.table.order)  # the next repaint
+            app.table.move_cursor_to(target)
+            await pilot.press("c")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            await until(
+                pilot,
+                lambda: app.board.records[target].status == RolloutStatus.CANCELLED,
+                timeout=ATTACH_TIMEOUT_SEC,
+            )
+            assert [c.disposition for c in app.board.records[target].cancels] == [
+                "cancelled_running"
+            ]
+            await pilot.press("q")  # detaches: nothing asked, the run goes on
+            assert not isinstance(app.screen, QuitScreen)
+            await until(pilot, lambda: not app.is_running)
+        assert run.process.poll() is None, "the run goes on without the dashboard"
+
+        # Another dashboard, attached until the run ends, sees its end banner.
+        last = await dashboard(folder, tmp_path)
+        async with last.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: last.end_banner.display, timeout=ATTACH_TIMEOUT_SEC)
+            ending = last.source.ending
+            assert ending is not None
+            assert f"Run {name} stopped before every work item finished" in ending.reason
+            assert any(f"--name {name}" in step for step in ending.next_steps)
+            assert not last.source.can_send
+            last_view = board_view(last.board)
+            last_counts = counts_view(last.board)
+        await following
+        _, stderr = run.finish()
+    finally:
+        if run.process.poll() is None:
+            run.send_signal(signal.SIGKILL)
+            run.finish()
+    assert run.returncode == 1, stderr  # the cancelled item is left pending, as official
+    assert not (folder / "control.sock").exists(), "removed when the run ended"
+
+    # The run's files: the dashboard's cancel is the run's, as if its own dashboard had sent it.
+    transitions = read_jsonl(folder / "transitions.jsonl")
+    requests = [t for t in transitions if t["kind"] == "cancel_request"]
+    # Written when asked, then when the server answered.
+    assert [(t["rollout_id"], t.get("disposition")) for t in requests] == [
+        (target, None),
+        (target, "cancelled_running"),
+    ]
+    files = view_of_files(folder)
+    assert files["statuses"][target] == "cancelled"
+    assert files == {"statuses": files["statuses"], "success": FAST_ROWS + 1, "pending": 1}
+
+    # What the viewers ended with is what the files say.
+    assert follower.ending is not None and follower.ending.reason == ending.reason
+    assert board_statuses(follower) == files["statuses"]
+    assert all(RolloutStatus(s) in TERMINAL_STATUSES for s in files["statuses"].values())
+    assert board_view(follower.board) == last_view
+    assert counts_view(follower.board) == last_counts
+    assert last_counts["success"] == files["success"]
+    assert last_counts["cancelled"] == 1
+    assert last_counts["total"] == len(files["statuses"])
+
+
+async def test_a_killed_run_leaves_a_stale_socket_that_its_next_run_replaces(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    name = "killed"
+    run, folder = start_run(tmp_path, demo_server, name, [30])
+    slow: set[str] = set()
+    try:
+        await served(run, folder)
+        viewer = await ControlClient.connect(folder)
+        following = asyncio.ensure_future(viewer.follow())
+        await eventually(
+            lambda: [r for r in viewer.board if r.row_index == FAST_ROWS and r.in_flight],
+            "the slow row in flight",
+        )
+        slow = {r.rollout_id for r in viewer.board if r.row_index == FAST_ROWS}
+        run.send_signal(signal.SIGKILL)
+        run.finish()
+        await following
+        source = AttachedSource(viewer)
+        ending = source.ending
+        assert ending is not None and ending.reason.startswith(f"Lost run {name}")
+        assert viewer.ending is None and viewer.lost is not None
+        assert (folder / "control.sock").exists(), "SIGKILL leaves it behind"
+
+        # The next run of the name: the stale socket is replaced, a viewer attaches again.
+        run, _ = start_run(tmp_path, demo_server, name, [30])
+        await served(run, folder)
+        await eventually(lambda: HINT.format(name=name) in run.stderr(), "the hint")
+        again = await ControlClient.connect(folder)
+        following = asyncio.ensure_future(again.follow())
+        await eventually(
+            lambda: [r for r in again.board if r.row_index == FAST_ROWS and r.in_flight],
+            "the slow row in flight again",
+        )
+        slow |= {r.rollout_id for r in again.board if r.row_index == FAST_ROWS}
+        run.send_signal(signal.SIGINT)  # cancels what is in flight, then ends
+        await following
+        _, stderr = run.finish()
+        assert run.returncode == 1, stderr
+        assert again.ending is not None and "interrupted" in again.ending.reason
+    finally:
+        if run.process.poll() is None:
+            run.send_signal(signal.SIGKILL)
+            run.finish()
+        if slow:
+            cancel_on_server(demo_server, slow)  # the killed run's is still on the server
+    assert not (folder / "control.sock").exists()

@@ -1,0 +1,272 @@
+"""A dashboard attached to a live eval through its control socket (`osmosis-tui attach`), the
+run in this process: it shows what the run's board shows, its keys act through the run, and
+leaving it leaves the run alone. The acceptance tests with the run in a process of its own are
+tests/eval_run/test_attach.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from core.eval import control_server
+from core.eval.control_client import (
+    ControlActionError,
+    ControlClient,
+    ControlRefused,
+    ControlUnavailable,
+)
+from core.eval.control_socket import socket_path
+from core.types import RolloutStatus
+from tests.polling import eventually
+from tests.tui.helpers import (
+    SIZE,
+    Live,
+    LiveFactory,
+    board_view,
+    counts_view,
+    log_lines,
+    row,
+    row_text,
+    running_rollout,
+    text_of,
+    until,
+)
+from tui.app import DashboardApp, create_app
+from tui.screens.dialogs import ConfirmScreen, QuitScreen
+from tui.sources.attached import AttachedSource
+
+IN_FLIGHT = {"sleep": 30}
+
+
+@asynccontextmanager
+async def running(live: Live) -> AsyncIterator[asyncio.Future[None]]:
+    """The live run going on in this process, its control socket served."""
+    task = asyncio.ensure_future(live.source.run())
+    await eventually(lambda: socket_path(live.folder).exists() or task.done(), "the socket")
+    try:
+        yield task
+    finally:
+        await live.source.close()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def attached(live: Live) -> DashboardApp:
+    client = await ControlClient.connect(live.folder)
+    return create_app(AttachedSource(client), export_dir=live.folder.parent)
+
+
+def in_flight_id(app: DashboardApp) -> str | None:
+    return next((r.rollout_id for r in app.board if r.status == RolloutStatus.RUNNING), None)
+
+
+async def test_an_attached_dashboard_shows_what_the_runs_board_shows(
+    live_eval: LiveFactory,
+) -> None:
+    rows = [row(), row(answer="7"), row(**IN_FLIGHT), row(**IN_FLIGHT)]
+    async with live_eval(rows) as live, running(live):
+        run_board = live.source.board
+        await eventually(lambda: run_board.counts()["running"] == 2, "two in flight")
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: board_view(app.board) == board_view(run_board))
+            assert counts_view(app.board) == counts_view(run_board)
+            assert list(app.board.records) == list(run_board.records), "in the run's order"
+            # Sent a few times a second: what is overdue moves on with the clock.
+            await until(pilot, lambda: app.source.progress() == live.source.progress())
+            header = text_of(app.header)
+            assert "live" in header and "attached" in header
+            for rollout_id in run_board.records:
+                assert rollout_id[:10] in row_text(app, rollout_id)
+
+
+async def test_cancel_and_untrack_from_an_attached_dashboard_act_on_the_run(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT), row(**IN_FLIGHT)]) as live, running(live):
+        run_board = live.source.board
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.board.counts()["running"] == 2)
+            cancelled = await running_rollout(pilot, app)
+            await pilot.press("c")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            await until(pilot, lambda: live.server_status(cancelled) == "cancelled")
+            run_record = run_board.records[cancelled]
+            assert [c.disposition for c in run_record.cancels] == ["cancelled_running"]
+            await until(pilot, lambda: app.board.records[cancelled].display_status == "cancelled")
+            assert any("cancel requested" in line for line in log_lines(app))
+            await pilot.press("down")
+            untracked = app.table.cursor_id
+            assert untracked is not None and untracked != cancelled
+            await pilot.press("x")
+            await until(pilot, lambda: run_board.records[untracked].untracked)
+            assert live.server_status(untracked) is None, "nothing was sent to the server"
+            await until(pilot, lambda: board_view(app.board) == board_view(run_board))
+            assert app.board.counts()["untracked"] == 1
+
+
+async def test_leaving_an_attached_dashboard_detaches_and_the_run_goes_on(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live) as run:
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: in_flight_id(app) is not None)
+            await pilot.press("q")
+            assert not isinstance(app.screen, QuitScreen), "the question is the run's own"
+            await until(pilot, lambda: not app.is_running)
+        await asyncio.sleep(0.5)
+        assert not run.done()
+        assert live.source.board.counts()["running"] == 1
+        assert not live.source.session.board.records[next(iter(live.source.board.records))].cancels
+
+
+async def test_a_dashboard_attached_until_the_end_shows_the_runs_end_banner(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(sleep=1.5), row()]) as live, running(live) as run:
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.end_banner.display)
+            banner = " ".join(text_of(app.end_banner).split())
+            assert "Run live finished" in banner
+            assert run.done()
+            assert app.source.finished and not app.source.can_send
+            assert app.board.counts()["success"] == 2
+            assert not socket_path(live.folder).exists(), "removed with the run's end"
+
+
+async def test_an_attached_dashboard_leaves_sending_and_steering_to_the_runs_own(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await running_rollout(pilot, app)
+            for action in ("new_rollout", "rerun", "requeue", "pause_dispatch", "max_in_flight"):
+                assert app.check_action(action, ()) is False, action
+            assert app.check_action("cancel_server", ()) is True
+
+
+async def test_several_viewers_each_get_every_change(live_eval: LiveFactory) -> None:
+    async with live_eval([row(sleep=1.0), row(sleep=1.0), row(**IN_FLIGHT)]) as live:
+        async with running(live):
+            run_board = live.source.board
+            first = await ControlClient.connect(live.folder)
+            second = await ControlClient.connect(live.folder)
+            following = [asyncio.ensure_future(c.follow()) for c in (first, second)]
+            # The run's own consumer takes its batches too: nobody takes another's.
+            for _ in range(20):
+                run_board.take_changes()
+                await asyncio.sleep(0.1)
+            await eventually(lambda: run_board.counts()["success"] == 2, "two finished")
+            await eventually(
+                lambda: (
+                    board_view(first.board) == board_view(second.board) == board_view(run_board)
+                ),
+                "each viewer's board as the run's",
+            )
+            await second.close()  # one leaves; the other goes on
+            await eventually(following[1].done, "the second viewer detached")
+            target = next(r.rollout_id for r in run_board if r.in_flight)
+            assert await first.cancel([target]) == {target: "cancelled_running"}
+            await eventually(
+                lambda: first.board.records[target].display_status == "cancelled", "cancelled"
+            )
+        await asyncio.gather(*following)
+        assert first.ending is not None and "Run live" in first.ending.reason
+
+
+async def test_steering_the_dispatch_is_answered_not_supported(live_eval: LiveFactory) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
+        client = await ControlClient.connect(live.folder)
+        following = asyncio.ensure_future(client.follow())
+        try:
+            for ask in (client.pause(), client.resume(), client.set_max_in_flight(2)):
+                with pytest.raises(ControlActionError, match="not supported by this run"):
+                    await ask
+            with pytest.raises(ControlActionError, match="not supported by this run"):
+                await client.requeue("whatever")
+        finally:
+            await client.close()
+            await following
+
+
+async def raw_exchange(live: Live, *lines: dict[str, Any]) -> list[dict[str, Any]]:
+    """Say `lines` on the run's control socket, then read what it answers until it hangs up
+    (or two messages came)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(socket_path(live.folder)))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 26)
+    for line in lines:
+        writer.write(json.dumps(line).encode() + b"\n")
+    answers: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(10):
+            while len(answers) < 2 and (raw := await reader.readline()):
+                answers.append(json.loads(raw))
+    finally:
+        writer.close()
+    return answers
+
+
+async def test_a_viewer_of_another_protocol_version_is_refused_clearly(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
+        answers = await raw_exchange(live, {"type": "hello", "version": 99})
+        assert answers == [
+            {
+                "type": "refused",
+                "version": 1,
+                "error": "this run speaks control protocol 1, the other side 99: attach with "
+                "the osmosis-tui that runs it",
+            }
+        ]
+        answers = await raw_exchange(live, {"action": "cancel", "ids": []})
+        assert answers[0]["type"] == "refused"
+        assert answers[0]["error"] == "the first message must be a hello"
+
+
+async def test_another_users_viewer_is_refused(
+    live_eval: LiveFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(control_server, "peer_uid", lambda _sock: 4242)
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
+        with pytest.raises(ControlRefused, match="belongs to another user"):
+            await ControlClient.connect(live.folder)
+
+
+async def test_nonsense_from_a_viewer_is_answered_and_the_run_goes_on(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live) as run:
+        hello = {"type": "hello", "version": 1}
+        answers = await raw_exchange(live, hello, {"action": "cancel", "ids": "abc"})
+        assert [a["type"] for a in answers] == ["hello", "snapshot"]
+        client = await ControlClient.connect(live.folder)
+        following = asyncio.ensure_future(client.follow())
+        try:
+            with pytest.raises(ControlActionError, match="ids must be a list"):
+                await client._request("cancel", ids="abc")
+            with pytest.raises(ControlActionError, match="unknown action 'explode'"):
+                await client._request("explode")
+        finally:
+            await client.close()
+            await following
+        assert not run.done()
+
+
+async def test_attaching_to_a_folder_nobody_serves_says_so(live_eval: LiveFactory) -> None:
+    async with live_eval([row()]) as live:
+        live.folder.mkdir(parents=True)
+        with pytest.raises(ControlUnavailable, match="no control socket"):
+            await ControlClient.connect(live.folder)

@@ -1,0 +1,115 @@
+"""The dashboard's view of a run that another process runs (`osmosis-tui attach`).
+
+The run is that process's: its own dashboard (or its headless front end) asks what to do when
+it is stopped. This one only watches it, through the run's control socket
+(`core.eval.control_client`), and steers it through the run: cancelling a rollout or no
+longer tracking it asks the run to do it on its own board, so that its files record it as if
+its own dashboard had. Leaving detaches (the quit flow asks nothing); the run goes on.
+Sending rollouts by hand stays with the process that runs it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.eval.control_client import ControlClient
+from core.eval.dispatch_gate import DispatchState
+from core.eval.results.metrics import Progress
+from tui.sources.base import NewRollout, RunEnding, ServerView
+
+#: Why sending rollouts and steering the dispatch are not offered here.
+NOT_FROM_HERE = "only the dashboard of the process that runs it can do that"
+
+
+class AttachedSource:
+    """A live run seen through its control socket (`client`, already attached)."""
+
+    def __init__(self, client: ControlClient) -> None:
+        self.client = client
+        self.board = client.board
+        self._ending: RunEnding | None = None
+
+    @property
+    def title(self) -> str:
+        return self.client.run.name
+
+    @property
+    def subtitle(self) -> str:
+        run = self.client.run
+        by = f" (process {run.pid})" if run.pid is not None else ""
+        return f"attached{by} · model {run.model} · dataset {run.dataset} · rollout {run.rollout}"
+
+    @property
+    def read_only(self) -> bool:
+        return False
+
+    @property
+    def finished(self) -> bool:
+        return self.client.over
+
+    @property
+    def can_send(self) -> bool:
+        return not self.client.over
+
+    @property
+    def preview_root(self) -> Path | None:
+        previews = self.client.run.previews
+        return previews if previews is not None and previews.is_dir() else None
+
+    @property
+    def ending(self) -> RunEnding | None:
+        if self._ending is None:
+            client = self.client
+            end = client.ending
+            if end is not None:
+                self._ending = RunEnding(end.reason, end.problem, end.next_steps, end.complete)
+            elif client.lost is not None:
+                self._ending = RunEnding(
+                    f"Lost run {client.run.name}: {client.lost}",
+                    "its process is gone without saying the run ended (killed?)",
+                    (
+                        "Resume it with the command that started it (the same --name "
+                        f"{client.run.name}): what finished is in {client.run.folder}",
+                    ),
+                )
+        return self._ending
+
+    def progress(self) -> Progress:
+        return self.client.progress
+
+    def servers(self) -> list[ServerView]:
+        servers = self.client.servers
+        if not servers and not self.client.over:
+            return [ServerView("starting…", "starting")]
+        return [
+            ServerView(server.url, server.state, server.restarts, server.detail, server.watched)
+            for server in servers
+        ]
+
+    async def run(self) -> None:
+        await self.client.follow()
+
+    async def interrupt(self, *, cancel_in_flight: bool) -> None:
+        """Never the viewer's to do: the run is stopped where it runs."""
+        return None
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def submit(self, rollout: NewRollout) -> str:
+        raise RuntimeError(NOT_FROM_HERE)
+
+    async def rerun(self, rollout_id: str) -> str:
+        raise RuntimeError(NOT_FROM_HERE)
+
+    def dispatch(self) -> DispatchState | None:
+        return None  # nothing to steer from here (see the module docstring)
+
+    def pause_dispatch(self, paused: bool) -> None:
+        raise RuntimeError(NOT_FROM_HERE)
+
+    def set_max_in_flight(self, limit: int) -> int:
+        raise RuntimeError(NOT_FROM_HERE)
+
+    def requeue(self, rollout_id: str) -> str:
+        raise RuntimeError(NOT_FROM_HERE)
