@@ -13,6 +13,7 @@ from tui.commands.eval_command import add_eval
 from tui.commands.eval_flags import OUTPUT_FLAGS
 from tui.commands.parser import CommandParser
 from tui.commands.replay import add_replay
+from tui.commands.runs import add_runs
 from tui.commands.serve import add_serve
 from tui.commands.usage import PROGRAM, UsageError
 
@@ -53,7 +54,9 @@ def build_parser() -> CommandParser:
     parser.add_argument("--version", action=_PrintVersion, help="print the version and exit")
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
-        "--json", action="store_true", help="eval: print the end of the run as JSON (anywhere)"
+        "--json",
+        action="store_true",
+        help="eval: print the end of the run as JSON; runs: the list (anywhere)",
     )
     modes.add_argument(
         "--plain", action="store_true", help="eval: print it without decoration (anywhere)"
@@ -65,6 +68,7 @@ def build_parser() -> CommandParser:
     add_serve(commands)
     add_replay(commands)
     add_attach(commands)
+    add_runs(commands)
     parser.commands = commands.choices
     return parser
 
@@ -91,8 +95,13 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     if args.command is None:
         parser.error(f"missing COMMAND ({', '.join(parser.commands)})")
     try:
-        if args.command != "eval" and (args.json or args.plain):
-            raise UsageError("--json and --plain shape what `eval` prints; leave them out here")
+        if (args.json and args.command not in ("eval", "runs")) or (
+            args.plain and args.command != "eval"
+        ):
+            raise UsageError(
+                "--json shapes what `eval` and `runs` print, --plain what `eval` prints; "
+                "leave them out here"
+            )
         status = args.handler(args)
     except UsageError as exc:
         print(f"osmosis-tui {args.command}: {exc}", file=sys.stderr)
