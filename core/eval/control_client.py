@@ -158,17 +158,8 @@ class ControlClient:
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_RUN_LINE)
         try:
             writer.write(encode({"type": "hello", "version": PROTOCOL_VERSION}))
-            async with asyncio.timeout(HELLO_TIMEOUT_SEC):
-                hello = await _read(reader)
-                if hello.get("type") == "refused":
-                    raise ControlRefused(f"the run refused: {text_of(hello.get('error'))}")
-                problem = version_problem(hello.get("version"))
-                if hello.get("type") != "hello" or problem is not None:
-                    raise ControlRefused(problem or "the run did not say hello")
-                client = cls(reader, writer, _identity(dict_of(hello.get("run")), folder))
-                snapshot = await _read(reader)
-            if snapshot.get("type") != "snapshot":
-                raise ControlLost("the run sent no snapshot")
+            hello, snapshot = await asyncio.wait_for(_greeted(reader), HELLO_TIMEOUT_SEC)
+            client = cls(reader, writer, _identity(dict_of(hello.get("run")), folder))
             client._start(snapshot)
             expected = int_of(snapshot.get("records")) or 0
             received = 0
@@ -177,7 +168,7 @@ class ControlClient:
                 records = list_of(message.get("records"))
                 client.mirror.apply(records)
                 received += len(records)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             writer.close()
             raise ControlLost("the run did not answer the hello in time") from None
         except BaseException:
@@ -328,6 +319,20 @@ class ControlClient:
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
+
+
+async def _greeted(reader: asyncio.StreamReader) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's hello, and its snapshot's header (`ControlRefused` when it refuses)."""
+    hello = await _read(reader)
+    if hello.get("type") == "refused":
+        raise ControlRefused(f"the run refused: {text_of(hello.get('error'))}")
+    problem = version_problem(hello.get("version"))
+    if hello.get("type") != "hello" or problem is not None:
+        raise ControlRefused(problem or "the run did not say hello")
+    snapshot = await _read(reader)
+    if snapshot.get("type") != "snapshot":
+        raise ControlLost("the run sent no snapshot")
+    return hello, snapshot
 
 
 async def _read(reader: asyncio.StreamReader) -> dict[str, Any]:

@@ -193,7 +193,7 @@ class ControlEndpoint:
         self._viewers.add(task)
         try:
             await self._talk(reader, writer)
-        except (ConnectionError, ProtocolViolation, TimeoutError, ValueError):
+        except (ConnectionError, ProtocolViolation, asyncio.TimeoutError, ValueError):
             pass  # gone, silent, or speaking nonsense (a line past the limit): it is hung up on
         except Exception:
             logger.exception("a dashboard attached to the run failed; it was hung up on")
@@ -209,8 +209,7 @@ class ControlEndpoint:
         if uid is not None and uid not in (os.getuid(), 0):
             await self._send(writer, _refused("the run belongs to another user"))
             return
-        async with asyncio.timeout(HELLO_TIMEOUT_SEC):
-            line = await reader.readline()
+        line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_SEC)
         if not line:
             return  # a probe: is the run alive?
         hello = decode(line)

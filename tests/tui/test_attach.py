@@ -210,9 +210,8 @@ async def raw_exchange(live: Live, *lines: dict[str, Any]) -> list[dict[str, Any
         writer.write(json.dumps(line).encode() + b"\n")
     answers: list[dict[str, Any]] = []
     try:
-        async with asyncio.timeout(10):
-            while len(answers) < 2 and (raw := await reader.readline()):
-                answers.append(json.loads(raw))
+        while len(answers) < 2 and (raw := await asyncio.wait_for(reader.readline(), 10)):
+            answers.append(json.loads(raw))
     finally:
         writer.close()
     return answers
