@@ -133,6 +133,7 @@ class ControlClient:
         self._requests: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._next_request = 0
         self._forwarding: set[asyncio.Task[Any]] = set()
+        self._detached = False
 
     # -- connecting ----------------------------------------------------------------------------
 
@@ -196,7 +197,8 @@ class ControlClient:
                 try:
                     message = await _read(self._reader)
                 except ControlLost as exc:
-                    self.lost = str(exc)
+                    if not self._detached:  # hanging up ourselves loses nothing
+                        self.lost = str(exc)
                     return
                 kind = message.get("type")
                 if kind in ("changes", "records", "end"):
@@ -316,6 +318,7 @@ class ControlClient:
 
     async def close(self) -> None:
         """Detach: the run goes on."""
+        self._detached = True
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()

@@ -278,7 +278,12 @@ def options_from(state: dict[str, Any]) -> RequestOptions:
     metadata = state.get("metadata")
     return RequestOptions(
         initial_messages=(
-            ({"role": text_of(last.get("role")) or "", "content": text_of(last.get("content"))},)
+            (
+                {
+                    "role": text_of(last.get("role")) or "",
+                    "content": text_of(last.get("content")) or "",
+                },
+            )
             if last
             else ()
         ),

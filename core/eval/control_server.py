@@ -103,6 +103,10 @@ class ControlEndpoint:
                 for task in late:
                     task.cancel()
                 await asyncio.gather(*late, return_exceptions=True)
+            for task in self._acting:  # asked for by viewers: the run they act on is over
+                task.cancel()
+        except Exception:  # the end of the run is not the socket's to spoil
+            logger.exception("the control socket did not close cleanly")
         finally:
             bound.close()
             self._bound = None
@@ -193,8 +197,8 @@ class ControlEndpoint:
         self._viewers.add(task)
         try:
             await self._talk(reader, writer)
-        except (ConnectionError, ProtocolViolation, asyncio.TimeoutError, ValueError):
-            pass  # gone, silent, or speaking nonsense (a line past the limit): it is hung up on
+        except (ConnectionError, ProtocolViolation, asyncio.TimeoutError):
+            pass  # gone, silent, or speaking nonsense: it is hung up on
         except Exception:
             logger.exception("a dashboard attached to the run failed; it was hung up on")
         finally:
@@ -209,7 +213,7 @@ class ControlEndpoint:
         if uid is not None and uid not in (os.getuid(), 0):
             await self._send(writer, _refused("the run belongs to another user"))
             return
-        line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_SEC)
+        line = await asyncio.wait_for(_readline(reader), HELLO_TIMEOUT_SEC)
         if not line:
             return  # a probe: is the run alive?
         hello = decode(line)
@@ -308,8 +312,8 @@ class ControlEndpoint:
         cancel waits for the servers), the others meanwhile."""
         while True:
             try:
-                line = await reader.readline()
-            except (ConnectionError, ValueError):
+                line = await _readline(reader)
+            except (ConnectionError, ProtocolViolation):
                 return  # gone, or a line past the limit
             if not line.endswith(b"\n"):
                 return  # the viewer hung up (mid-line or not)
@@ -349,6 +353,14 @@ class ControlEndpoint:
             "ok": False,
             "error": f"unknown action {action!r}; a run takes {', '.join(ACTIONS)}",
         }
+
+
+async def _readline(reader: asyncio.StreamReader) -> bytes:
+    """The viewer's next line (b"" once it hung up); `ProtocolViolation` past the limit."""
+    try:
+        return await reader.readline()
+    except ValueError:  # what readline raises for a line past the reader's limit
+        raise ProtocolViolation(f"a line longer than {MAX_VIEWER_LINE} bytes") from None
 
 
 def _refused(why: str) -> dict[str, Any]:
