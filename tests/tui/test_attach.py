@@ -137,9 +137,10 @@ async def test_a_dashboard_attached_until_the_end_shows_the_runs_end_banner(
             await until(pilot, lambda: app.end_banner.display)
             banner = " ".join(text_of(app.end_banner).split())
             assert "Run live finished" in banner
-            assert run.done()
             assert app.source.finished and not app.source.can_send
             assert app.board.counts()["success"] == 2
+            # The run told its viewers before it removed the socket and ended.
+            await until(pilot, run.done)
             assert not socket_path(live.folder).exists(), "removed with the run's end"
 
 
@@ -153,6 +154,7 @@ async def test_an_attached_dashboard_leaves_sending_and_steering_to_the_runs_own
             for action in ("new_rollout", "rerun", "requeue", "pause_dispatch", "max_in_flight"):
                 assert app.check_action(action, ()) is False, action
             assert app.check_action("cancel_server", ()) is True
+            await pilot.pause()  # the cursor's first move is handled before the app closes
 
 
 async def test_several_viewers_each_get_every_change(live_eval: LiveFactory) -> None:
