@@ -564,7 +564,6 @@ SHOTS = (
     Shot("small-help-end", press=("question_mark", "end"), size=(80, 24), screenshot=False),
     Shot("quit-60", press=("q",), size=(60, 24), screenshot=False),
     Shot("cancel-confirm-60", press=("c",), cursor_row=16, size=(60, 24), screenshot=False),
-    Shot("new-rollout-60", press=("n",), size=(60, 24), screenshot=False),
     # A light theme: the muted columns (try, id, total) readable, not white on white.
     Shot("light", size=(100, 30), theme="textual-light", screenshot=False),
     Shot("large", size=(160, 45), screenshot=False),
