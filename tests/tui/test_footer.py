@@ -8,7 +8,7 @@ import pytest
 from textual.binding import Binding
 from textual.widgets._footer import FooterKey
 
-from tests.tui.helpers import screen_lines
+from tests.tui.helpers import screen_lines, until
 from tests.tui.recordings import replay_app, write_recording
 from tests.tui.states import build_app
 from tui.bindings import DASHBOARD_BINDINGS, FOOTER_PRIORITY
@@ -30,7 +30,11 @@ async def test_the_footer_keeps_quit_and_help_and_nothing_spills(
     else:
         app = build_app()
     async with app.run_test(size=(width, 24)) as pilot:
-        await pilot.pause()
+        # The footer composes its keys after the first refresh: wait until they are drawn.
+        def footer_drawn() -> bool:
+            return bool(screen_lines(app)[-1].strip())
+
+        await until(pilot, footer_drawn)
         footer = app.query_one(FittedFooter)
         keys = [key for key in footer.query(FooterKey) if key.display]
         labels = [f"{key.key_display} {key.description}" for key in keys]
