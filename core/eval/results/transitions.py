@@ -49,6 +49,7 @@ a replay shows (logs of older versions lack it).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -329,7 +330,9 @@ def read_transitions(
     """The records of `transitions.jsonl` in file order, each with `kind` and `t`.
 
     A torn last line (no newline) is dropped quietly, as it is the expected result of a
-    crash; other lines that are not records are skipped with a warning.
+    crash; other lines that are not records are skipped with a warning, among them one whose
+    `t` (or `reply_t`) is no finite number (`Infinity`, `NaN`, `1e400`): no writer of ours
+    makes one, and a reader would have to place it on a timeline.
     """
     warn = on_warning or _log_warning
     with path.open("rb") as stream:
@@ -355,7 +358,27 @@ def read_transitions(
             ):
                 warn(f"{path}:{number}: skipped a record without a kind and a time")
                 continue
+            unplaceable = [
+                name
+                for name in ("t", "reply_t")
+                if name in record and record[name] is not None and not _finite(record[name])
+            ]
+            if unplaceable:
+                warn(
+                    f"{path}:{number}: skipped a record whose {unplaceable[0]} is no finite number"
+                )
+                continue
             yield record
+
+
+def _finite(value: object) -> bool:
+    """A number that converts to a finite float (an integer past float's range does not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 __all__ = ["TransitionLog", "read_transitions"]
