@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import ChainMap
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -199,7 +200,15 @@ class EvalSession:
                 self._log = log
                 stack.enter_context(_logging_to(log))
                 # Read before the journal is opened for appending (which repairs a torn tail).
-                done = Journal.load(folder.events_path, on_warning=self.notice)
+                loaded = Journal.load_for_plan(
+                    folder.events_path,
+                    {item.key for item in plan.items},
+                    plan=f"{len(plan.rows)} row{'s' if len(plan.rows) != 1 else ''} × n = {plan.n}",
+                    on_warning=self.notice,
+                )
+                done = loaded.planned
+                # Records of items outside the plan: in the results files only (as official).
+                outside = loaded.outside
                 journal = stack.enter_context(
                     Journal.open(folder.events_path, on_warning=self.notice)
                 )
@@ -210,8 +219,8 @@ class EvalSession:
                 )
                 snapshots = self._snapshots(folder, started_wall)
                 # Every result carried over, until this invocation records its item again.
-                resumed = set(done)
-                snapshots.write(done, resumed)
+                resumed = set(done) | set(outside)
+                snapshots.write(ChainMap(done, outside), resumed)
             except OSError as exc:
                 raise RunFolderError(
                     f"cannot write the results in {folder.path}: {describe_os_error(exc)}"
@@ -231,6 +240,8 @@ class EvalSession:
                     step="resume",
                 )
             results = self.results = dict(done)
+            # What the results files hold: this run's results and those outside its plan.
+            on_file = ChainMap(results, outside)
             self.on_start(plan.run_name, len(todo), recorded)
             self._transitions = transitions
             self.control.record_to(log, transitions)
@@ -256,7 +267,7 @@ class EvalSession:
                     return
                 results[result.key] = result
                 resumed.discard(result.key)
-                snapshots.item_finished(result, results, resumed)
+                snapshots.item_finished(result, on_file, resumed)
                 log.write(
                     "work item finished",
                     step="result",
@@ -287,7 +298,14 @@ class EvalSession:
             if status == "complete" and len(results) < len(plan.items):
                 status = "incomplete"
         return self._write_results(
-            folder, snapshots, results, resumed, status=status, problem=problem, started=started
+            folder,
+            snapshots,
+            results,
+            outside,
+            resumed,
+            status=status,
+            problem=problem,
+            started=started,
         )
 
     def _snapshots(self, folder: RunFolder, started_wall: datetime) -> Snapshots:
@@ -567,18 +585,22 @@ class EvalSession:
         folder: RunFolder,
         snapshots: Snapshots,
         results: dict[ItemKey, ItemResult],
+        outside: dict[ItemKey, ItemResult],
         resumed: set[ItemKey],
         *,
         status: RunStatus,
         problem: str | None,
         started: float,
     ) -> EvalSummary:
+        """The final snapshots, of `results` and the journal's records `outside` the plan
+        (as official), and the summary of `results`, this run's work items."""
         plan = self.plan
         duration_ms = (time.monotonic() - started) * 1000.0
         finished = status == "complete"
+        on_file = ChainMap(results, outside)
         try:
             summary = snapshots.write(
-                results,
+                on_file,
                 resumed,
                 state="finished" if finished else "incomplete",
                 duration_ms=duration_ms,
@@ -595,7 +617,7 @@ class EvalSession:
             if status == "complete":
                 status = "incomplete"
             summary = summarize(
-                snapshots.index_rows(results, resumed), pass_threshold=plan.pass_threshold
+                snapshots.index_rows(on_file, resumed), pass_threshold=plan.pass_threshold
             )
         return EvalSummary(
             run_name=plan.run_name,
@@ -606,7 +628,7 @@ class EvalSession:
             metrics=summary,
             duration_ms=int(duration_ms),
             problem=problem,
-            resumed=len(resumed),
+            resumed=len(resumed - outside.keys()),
         )
 
 

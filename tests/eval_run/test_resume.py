@@ -124,3 +124,59 @@ def test_resume_with_changed_inputs_is_refused(tmp_path: Path, demo_server: Serv
     assert "changed: dataset, timeouts;" in changed.stderr
     # Nothing was run or rewritten by the refused attempts.
     assert (run_folder(tmp_path, "fixed") / "events.jsonl").read_text() == events
+
+
+def test_journal_records_outside_the_plan_are_named_and_left_out_of_the_runs_counts(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    dataset = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(3))
+    args = ("--server", demo_server.url, "--dataset-file", str(dataset), "--name", "out")
+    folder = run_folder(tmp_path, "out")
+    first = run_eval(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    events = folder / "events.jsonl"
+    # One item pending again (its record gone), and two records outside the plan.
+    kept = events.read_text().splitlines(keepends=True)[:2]
+    good = len(kept)
+    # A row beyond the dataset, and a run_index >= n: a journal edited by hand.
+    strays = [
+        {"duration_ms": 1.0, "reward": 1.0, "rollout_id": "stray1", "row_index": 7,
+         "run_index": 0, "source_row_index": 7, "status": "success", "tokens": 1},
+        {"duration_ms": 1.0, "error_type": "agent_error", "rollout_id": "stray2",
+         "row_index": 0, "run_index": 3, "status": "failed"},
+    ]  # fmt: skip
+    events.write_text("".join(kept) + "".join(json.dumps(s) + "\n" for s in strays))
+
+    second = run_eval(*args, "--json", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    for line, (row, attempt) in ((good + 1, (7, 0)), (good + 2, (0, 3))):
+        warning = (
+            f".osmosis/evals/out/events.jsonl:{line}: a record of row_index {row}, run_index "
+            f"{attempt}, which is no work item of this run (3 rows × n = 1): not run, not "
+            "counted in its progress; kept in index.jsonl and metrics.json, as the official "
+            "tool keeps it"
+        )
+        assert warning in second.stderr
+        assert warning in (folder / "logs.txt").read_text()
+    summary = summary_of(second.stdout)
+    assert summary["items"] == {
+        "total": 3, "done": 3, "ok": 3, "failed": 0, "skipped": 0, "pending": 0, "resumed": 2,
+    }  # fmt: skip
+    assert summary["failed_rows"] == []
+    # The files keep them, as the official tool's do: every journaled key has its line.
+    index = read_jsonl(folder / "index.jsonl")
+    assert [(r["row_index"], r["run_index"]) for r in index] == [
+        (0, 0),
+        (0, 3),
+        (1, 0),
+        (2, 0),
+        (7, 0),
+    ]
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["summary"]["total_samples"] == 5
+    # Resumed once more, they are still named and still not run.
+    third = run_eval(*args, "--json", cwd=tmp_path)
+    assert third.returncode == 0, third.stderr
+    assert summary_of(third.stdout)["items"]["pending"] == 0
+    assert third.stderr.count("which is no work item of this run") == 2
+    assert [r["rollout_id"] for r in read_jsonl(events)].count("stray1") == 1

@@ -9,7 +9,9 @@ It is the only authority for resume, ours and the official tool's alike; the las
 
 Reading is more forgiving than the official reader, which stops on any bad committed line:
 here a bad line is skipped with a warning (its item runs again), so one damaged record does
-not hold every other result hostage.
+not hold every other result hostage. A record of an item the run's plan does not hold (a row
+beyond the selection, a `run_index` of n or more: a journal edited by hand, or the plan
+changed under it) is told apart by `Journal.load_for_plan`, with a warning naming its line.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +47,8 @@ class _Scan:
     results: dict[ItemKey, ItemResult]
     #: Every record read, in file order (superseded ones too).
     history: list[ItemResult]
+    #: The line number of each key's final record.
+    lines: dict[ItemKey, int]
     warnings: list[str]
     # Where the next record must start: just past the last newline, or before a last line
     # that is not JSON. Everything from here on is a torn write.
@@ -53,6 +58,7 @@ class _Scan:
 def _scan_journal(path: Path, data: bytes) -> _Scan:
     results: dict[ItemKey, ItemResult] = {}
     history: list[ItemResult] = []
+    line_of: dict[ItemKey, int] = {}
     warnings: list[str] = []
     lines = data.split(b"\n")
     # split() leaves what follows the last newline as the final element: b"" for a clean file.
@@ -91,7 +97,17 @@ def _scan_journal(path: Path, data: bytes) -> _Scan:
         # Re-inserting moves the key to the end: iteration order is the order of final records.
         results.pop(result.key, None)
         results[result.key] = result
-    return _Scan(results, history, warnings, good_size)
+        line_of[result.key] = number
+    return _Scan(results, history, line_of, warnings, good_size)
+
+
+@dataclass(frozen=True)
+class PlannedResults:
+    """The journal as a resume reads it: the results of the plan's work items, and those of
+    items outside the plan (each reported once, at the line of its final record)."""
+
+    planned: dict[ItemKey, ItemResult]
+    outside: dict[ItemKey, ItemResult]
 
 
 def _read(path: Path, on_warning: WarningSink | None) -> _Scan:
@@ -99,7 +115,7 @@ def _read(path: Path, on_warning: WarningSink | None) -> _Scan:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return _Scan({}, [], [], 0)
+        return _Scan({}, [], {}, [], 0)
     scan = _scan_journal(path, data)
     for warning in scan.warnings:
         (on_warning or _log_warning)(warning)
@@ -133,6 +149,35 @@ class Journal(AppendFile):
         logger). Reading never changes the file.
         """
         return _read(path, on_warning).results
+
+    @staticmethod
+    def load_for_plan(
+        path: Path,
+        planned: Container[ItemKey],
+        *,
+        plan: str,
+        on_warning: WarningSink | None = None,
+    ) -> PlannedResults:
+        """`load`, with the results of items outside `planned` set apart, each reported with
+        its line; `plan` says what the plan holds ("3 rows × n = 1").
+
+        Such a record is never run again and never counts as one of this run's items; the
+        results files keep it (the official tool counts every journaled key there)."""
+        scan = _read(path, on_warning)
+        inside: dict[ItemKey, ItemResult] = {}
+        outside: dict[ItemKey, ItemResult] = {}
+        for key, result in scan.results.items():
+            if key in planned:
+                inside[key] = result
+                continue
+            outside[key] = result
+            (on_warning or _log_warning)(
+                f"{path}:{scan.lines[key]}: a record of row_index {key[0]}, run_index "
+                f"{key[1]}, which is no work item of this run ({plan}): not run, not counted "
+                "in its progress; kept in index.jsonl and metrics.json, as the official tool "
+                "keeps it"
+            )
+        return PlannedResults(inside, outside)
 
     @staticmethod
     def history(path: Path, *, on_warning: WarningSink | None = None) -> list[ItemResult]:
@@ -181,4 +226,4 @@ class Journal(AppendFile):
                 raise
 
 
-__all__ = ["Journal", "journal_line"]
+__all__ = ["Journal", "PlannedResults", "journal_line"]
