@@ -228,6 +228,12 @@ class RolloutRecord:
             shown = self._shown_result = (result, masked)
         return shown[1]
 
+    def masked(self, text: str) -> str:
+        """`text` (anything the rollout's request, result or model calls hold) as a front end
+        may show it: the run's secrets masked, as in the error texts above. A model may echo
+        the key it was given into its reply, and the reply into the sample."""
+        return text if self.redact is None else self.redact(text)
+
     @property
     def poll_error(self) -> str | None:
         """Why polling is being retried, or why it ended."""

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import io
 import os
 import queue
 import signal
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 from starlette.applications import Starlette
 
 from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
@@ -38,10 +41,11 @@ from server_stub.standalone import is_loopback
 from tests.eval_run.command import child_env, osmosis
 from tests.eval_run.files import multiply_rows
 from tests.eval_run.servers import ServedDemo
-from tests.gateway.fake_upstream import FakeUpstream, quoting_the_key
+from tests.gateway.fake_upstream import Answer, FakeUpstream, completion, quoting_the_key
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch
 from tui.cli import build_parser
+from tui.widgets.details import describe
 
 LLM_KEY = "llm-" + "5f3c9a1e" * 4
 SERVER_KEY = "srv-" + "0b7d2e64" * 4
@@ -266,6 +270,46 @@ async def test_a_model_refusing_the_key_stops_the_run_with_the_key_masked(
     assert any("Incorrect API key provided: ***" in text for text in texts[1:]), "logged"
     for text in texts:
         assert LLM_KEY not in text
+
+
+def drawn(renderable: Any) -> str:
+    """What a terminal 100 columns wide shows of `renderable`."""
+    console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+async def test_a_model_echoing_the_key_in_its_reply_is_masked_in_the_details_pane(
+    tmp_path: Path,
+) -> None:
+    fake = FakeUpstream()
+    # A model that repeats the key it was sent in its answer (to the preflight as well).
+    fake.respond = lambda seen: Answer(
+        body=completion("6 " + seen.headers.get("authorization", "").removeprefix("Bearer "))
+    )
+    async with serve_in_loop(fake.app) as model, rollout_server(demo_app()) as url:
+        run = await run_session(
+            tmp_path,
+            multiply_rows(2, metadata={"token": LLM_KEY}),
+            servers=(url,),
+            chat_url=f"{model}/v1",
+            llm_api_key=LLM_KEY,
+            server_api_key=None,
+        )
+    board = run.session.board
+    records = list(board)
+    assert len(records) == 2
+    for record in records:
+        sample = record.latest_result.sample if record.latest_result else None
+        assert sample is not None
+        # The reply reached the sample as the model wrote it: the workflow's own data ...
+        assert any(LLM_KEY in str(message.get("content")) for message in sample.messages)
+        # ... and the pane draws it, the request's metadata and the model call masked.
+        pane = drawn(describe(record, board, now=time.monotonic()))
+        assert "6 ***" in pane, pane
+        assert "last reply" in pane
+        assert LLM_KEY not in pane, pane
+        assert LLM_KEY[:20] not in pane.replace("\n", ""), "not even cut by a line break"
 
 
 # -- file modes ---------------------------------------------------------------------------------

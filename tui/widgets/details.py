@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from itertools import pairwise
 
 from rich import box
@@ -155,10 +156,14 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
     sections.append(phases)
 
     if record.model.calls:
-        sections.append(_model_calls(record.model, t0, now))
+        sections.append(_model_calls(record.model, t0, now, record.masked))
 
     if record.admission_error is not None:
-        sections.append(_pairs([("not admitted", plain(record.admission_error, "red", wrap=True))]))
+        sections.append(
+            _pairs(
+                [("not admitted", plain(record.masked(record.admission_error), "red", wrap=True))]
+            )
+        )
 
     if result is not None and result.status != RolloutStatus.QUEUED:
         sample = result.sample
@@ -175,9 +180,11 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
                 rows.append(("removed", Text("sample removed: counts as skipped", "yellow")))
             for message in sample.messages[-4:]:
                 role = str(message.get("role") or message.get("type") or "?")
-                rows.append((role, plain(_short(message_shown(message)), wrap=True)))
+                shown = record.masked(message_shown(message))
+                rows.append((role, plain(_short(shown), wrap=True)))
             if sample.metrics:
-                rows.append(("metrics", plain(json.dumps(sample.metrics, default=str), wrap=True)))
+                metrics = record.masked(json.dumps(sample.metrics, default=str))
+                rows.append(("metrics", plain(metrics, wrap=True)))
         sections.append(Group(Text("result", "bold underline"), _pairs(rows)))
 
     if options is not None:
@@ -187,17 +194,23 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
                 Text("request", "bold underline"),
                 _pairs(
                     [
-                        ("prompt", plain(_short(prompt), wrap=True)),
+                        ("prompt", plain(_short(record.masked(prompt)), wrap=True)),
                         (
                             "label",
-                            plain(options.label if options.label is not None else "-", wrap=True),
+                            plain(
+                                record.masked(options.label) if options.label is not None else "-",
+                                wrap=True,
+                            ),
                         ),
                         ("grade", Text(str(options.grade).lower())),
                         ("agent timeout", Text(duration(options.agent_timeout_sec))),
                         ("grader timeout", Text(duration(options.grader_timeout_sec))),
                         (
                             "metadata",
-                            plain(_short(json.dumps(options.metadata, default=str)), wrap=True),
+                            plain(
+                                _short(record.masked(json.dumps(options.metadata, default=str))),
+                                wrap=True,
+                            ),
                         ),
                     ]
                 ),
@@ -208,7 +221,9 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
     for cancel in record.cancels:
         answer = cancel.disposition or (f"failed: {cancel.error}" if cancel.error else "waiting…")
         ended = f", ended +{cancel.answered_at - t0:.3f}s" if cancel.answered_at else ""
-        cancel_rows.append((f"+{cancel.requested_at - t0:.3f}s", plain(answer + ended, wrap=True)))
+        cancel_rows.append(
+            (f"+{cancel.requested_at - t0:.3f}s", plain(record.masked(answer) + ended, wrap=True))
+        )
     if record.untracked:
         cancel_rows.append(
             ("local", Text("stopped tracking; the server keeps it until its lease ends"))
@@ -246,8 +261,11 @@ def call_status(call: ModelCallReport, now: float) -> Text:
     return Text(str(call.status), "red")
 
 
-def _model_calls(activity: ModelActivity, t0: float, now: float) -> RenderableType:
-    """The rollout's model calls: counts and sums, the latest calls, the last exchange."""
+def _model_calls(
+    activity: ModelActivity, t0: float, now: float, masked: Callable[[str], str]
+) -> RenderableType:
+    """The rollout's model calls: counts and sums, the latest calls, the last exchange (its
+    texts `masked`: the gateway redacts them, a recording may not have)."""
     summary = f"{activity.calls} call" + ("s" if activity.calls > 1 else "")
     if activity.failed:
         summary += f", {activity.failed} failed"
@@ -271,17 +289,18 @@ def _model_calls(activity: ModelActivity, t0: float, now: float) -> RenderableTy
     rows: list[tuple[str, RenderableType]] = []
     latest = activity.latest()
     if latest is not None:
-        rows.append(
-            ("last request", plain(_short(content_text(latest.request_text) or "-"), wrap=True))
-        )
+        request = masked(content_text(latest.request_text) or "-")
+        rows.append(("last request", plain(_short(request), wrap=True)))
     replied = activity.recent[-1] if activity.recent else None
     if replied is not None:
         # Model text is shown as text, never markup (message parts: their text, not JSON).
         if replied.status == 200:
-            reply = content_text(replied.reply_text)
-            rows.append(("last reply", plain(_short(reply or "-"), wrap=True)))
+            reply = masked(content_text(replied.reply_text) or "-")
+            rows.append(("last reply", plain(_short(reply), wrap=True)))
         else:
-            rows.append(("last error", plain(_short(replied.error or "-"), "red", wrap=True)))
+            rows.append(
+                ("last error", plain(_short(masked(replied.error or "-")), "red", wrap=True))
+            )
     return Group(
         Text("model calls", "bold underline"),
         Text(summary),
