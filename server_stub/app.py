@@ -31,12 +31,13 @@ from core.types import (
 )
 from server_stub.backend import ExecutionBackend, ExecutionRequest, classify_error
 from server_stub.feeds import RolloutFeeds
+from server_stub.log_safety import LOG_SAFETY, server_logger
 from server_stub.ownership import INSTANCE_ID_ENV
 from server_stub.registry import InvalidLease, RolloutEntry, RolloutRegistry, UnknownRollout
 from server_stub.results import encode_result, save_artifacts, shape_result
 from server_stub.workflow import RolloutContext
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 DEFAULT_RESULT_WAIT_TIMEOUT_SEC = 30.0
 DEFAULT_POLLING_LEASE_TIMEOUT_SEC = 120.0
@@ -97,13 +98,19 @@ class RolloutServer:
             request.rollout_id, self.feeds.watch(request, context)
         )
         context.progress = entry.progress
+        # Its key is masked in the log while its task runs: a chat endpoint refusing it may
+        # quote it back into the workflow's exception, which is logged.
+        release_key = LOG_SAFETY.hold(request.llm_api_key)
         try:
             task = asyncio.get_running_loop().create_task(self._run(entry, request, context))
         except BaseException:
+            release_key()
             self.registry.discard(entry)
             raise
         # The rollout becomes `queued` for the feeds here: its task exists, the 202 is not sent.
         self.registry.bind(entry, task)
+        # After the registry's own callback, which logs a task that crashed.
+        task.add_done_callback(lambda _task: release_key())
         return Response(
             _admission_body(request.rollout_id, token, self.registry),
             status_code=202,
@@ -293,16 +300,22 @@ def create_rollout_server(
 
     @asynccontextmanager
     async def server_lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if lifespan is None:
-            server.feeds.start()
-            yield
-            await server.shutdown()
-            return
-        async with lifespan(app):
-            # After the application's own startup, which may set the feeds' variables.
-            server.feeds.start()
-            yield
-            await server.shutdown()
+        # Masked in the log while the server runs (nothing logs it; a backend's message may
+        # still quote it).
+        release_api_key = LOG_SAFETY.hold(api_key)
+        try:
+            if lifespan is None:
+                server.feeds.start()
+                yield
+                await server.shutdown()
+                return
+            async with lifespan(app):
+                # After the application's own startup, which may set the feeds' variables.
+                server.feeds.start()
+                yield
+                await server.shutdown()
+        finally:
+            release_api_key()
 
     app = FastAPI(
         title="osmosis-tui rollout server",

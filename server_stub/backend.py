@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -16,8 +15,9 @@ from core.types import (
     ensure_finite_timeout,
     ensure_single_path_segment,
 )
+from server_stub.log_safety import server_logger
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 ARTIFACT_ROOT_ENV = "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT"
 

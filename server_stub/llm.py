@@ -24,7 +24,6 @@ from __future__ import annotations
 import hmac
 import itertools
 import json
-import logging
 import random
 import time
 from collections.abc import AsyncIterator
@@ -44,8 +43,9 @@ from server_stub.llm_behaviour import (
     parse_behaviour,
     plan_request,
 )
+from server_stub.log_safety import server_logger
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 DEFAULT_MODEL = "osmosis-stub"
 

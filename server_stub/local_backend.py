@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import importlib
-import logging
 import os
 import time
 from collections.abc import AsyncIterator
@@ -30,6 +29,7 @@ from server_stub.backend import (
     ExecutionResult,
     classify_error,
 )
+from server_stub.log_safety import server_logger
 from server_stub.workflow import (
     AgentWorkflow,
     AgentWorkflowConfig,
@@ -42,7 +42,7 @@ from server_stub.workflow import (
     get_rollout_context,
 )
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 
 def resolve_object(spec: Any) -> Any:

@@ -10,7 +10,6 @@ never reaches admission, leases or results.
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import socket
 import time
@@ -19,12 +18,13 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from core.types import OTLP_ENDPOINT_ENV, RolloutStatus
+from server_stub.log_safety import server_logger
 
 if TYPE_CHECKING:
     from opentelemetry._logs import Logger
     from opentelemetry.sdk._logs import LoggerProvider
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 SERVER_ID_ENV = "OSMOSIS_ROLLOUT_SERVER_ID"
 INSTANCE_ID_ENV = "_OSMOSIS_ROLLOUT_INSTANCE_ID"

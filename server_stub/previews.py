@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -28,10 +27,11 @@ from core.types import (
     PREVIEW_ROOT_ENV,
     RolloutStatus,
 )
+from server_stub.log_safety import server_logger
 from server_stub.preview_document import encode, preview_document
 from server_stub.workflow import RolloutContext
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 PREVIEW_INTERVAL_SEC = 3.0
 SOURCE_TIMEOUT_SEC = 1.0

@@ -8,7 +8,6 @@ an asyncio.Lock).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
@@ -19,9 +18,10 @@ from core.types import (
     RolloutResultResponse,
     RolloutStatus,
 )
+from server_stub.log_safety import server_logger
 from server_stub.workflow import RolloutProgress
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 # A backend's answer to cancel_rollouts that the server takes as final for that id.
 _BACKEND_DISPOSITIONS = frozenset(CancelDisposition)

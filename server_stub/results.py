@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import time
@@ -13,8 +12,9 @@ from typing import Any
 
 from core.types import RolloutInitRequest, RolloutResultResponse, RolloutSample, RolloutStatus
 from server_stub.backend import ExecutionOutcome, ExecutionResult
+from server_stub.log_safety import server_logger
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 _DROP = object()
 

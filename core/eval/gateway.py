@@ -74,6 +74,7 @@ from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.nesting import load_json
 from core.eval.reasoning_memory import ReasoningMemory
 from core.eval.redact import Redactor
+from core.eval.safe_text import terminal_safe
 from core.eval.token_counts import NOT_A_COUNT
 from core.eval.upstreams import ChatUpstream, ambient_secret_values
 from core.types import ensure_single_path_segment
@@ -291,6 +292,8 @@ class ModelGateway(LoopbackService):
         headers: Mapping[str, str],
     ) -> tuple[int, dict[str, Any]]:
         """The upstream call for one request, recorded; the status and body to answer with."""
+        # The id is the caller's text: escaped in log lines, so a line break cannot forge one.
+        shown_id = terminal_safe(rollout_id)
         self._ids += 1
         call = ModelCall(
             call_id=self._ids,
@@ -311,7 +314,7 @@ class ModelGateway(LoopbackService):
             if usage is not None and usage.ignored:
                 logger.warning(
                     "model call for rollout %s: %s %s; counted as unknown",
-                    rollout_id,
+                    shown_id,
                     ", ".join(usage.ignored),
                     NOT_A_COUNT,
                 )
@@ -324,7 +327,7 @@ class ModelGateway(LoopbackService):
                 )
         except UpstreamError as exc:
             message = self._scrub(exc.message)
-            logger.warning("model call for rollout %s failed: %s", rollout_id, message)
+            logger.warning("model call for rollout %s failed: %s", shown_id, message)
             self._end(call, status=exc.answer, upstream_status=exc.status, error=message)
             return exc.answer, error_payload(exc.answer, message)
         except asyncio.CancelledError:
@@ -332,7 +335,7 @@ class ModelGateway(LoopbackService):
             raise
         except Exception as exc:  # a fault of ours or a library's: still an answer, and logged
             message = self._scrub(error_message(f"{type(exc).__name__}: {exc}"))
-            logger.error("model call for rollout %s failed unexpectedly: %s", rollout_id, message)
+            logger.error("model call for rollout %s failed unexpectedly: %s", shown_id, message)
             self._end(call, status=502, error=message)
             return 502, error_payload(502, message)
         for choice in found:

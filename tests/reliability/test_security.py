@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -34,14 +35,22 @@ from core.eval.export import export_row
 from core.eval.gateway_errors import PreflightError
 from core.eval.launcher import LaunchError, resolve_entrypoint
 from core.eval.uv_project import server_command
-from server_stub import LocalBackend, create_rollout_server
+from server_stub import (
+    AgentWorkflow,
+    AgentWorkflowOutput,
+    LocalBackend,
+    create_rollout_server,
+    get_rollout_context,
+)
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
 from server_stub.standalone import is_loopback
+from server_stub.workflow import AgentWorkflowContext
 from tests.eval_run.command import child_env, osmosis
 from tests.eval_run.files import multiply_rows
 from tests.eval_run.servers import ServedDemo
-from tests.gateway.fake_upstream import Answer, FakeUpstream, completion, quoting_the_key
+from tests.gateway.fake_upstream import Answer, FakeUpstream, completion, error, quoting_the_key
+from tests.polling import eventually, eventually_sync
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch
 from tui.cli import build_parser
@@ -71,7 +80,8 @@ async def test_the_embedded_servers_bind_loopback() -> None:
 @contextlib.contextmanager
 def serving(*args: str) -> Iterator[tuple[list[str], list[str]]]:
     """`osmosis-tui serve --demo --port 0 ARGS`; yields its stdout and stderr lines once it
-    printed its URL. Stopped (by its PID) at the end. No traffic is ever sent to it."""
+    printed its URL (they go on filling up). Stopped (by its PID) at the end, its output read
+    to the end."""
     process = subprocess.Popen(
         osmosis("serve", "--demo", "--port", "0", *args),
         env=child_env(),
@@ -125,6 +135,104 @@ def test_serving_on_every_interface_with_a_key_does_not_warn() -> None:
         pass
     assert "warning" not in "".join(err)
     assert SERVER_KEY not in "".join(out + err)
+
+
+# A rollout id with line breaks, as a client may send one: the server's log must not take it
+# for lines of its own.
+FORGED = "\n2026-12-01 00:00:00 CRITICAL forged: every key was rotated\r\nINFO:forged"
+
+
+def answers_health(url: str) -> bool:
+    try:
+        bearer = {"Authorization": f"Bearer {SERVER_KEY}"}
+        return httpx.get(f"{url}/health", headers=bearer).is_success
+    except httpx.TransportError:
+        return False
+
+
+async def test_serve_logs_neither_key_nor_a_forged_line_when_a_gateway_quotes_the_key() -> None:
+    fake = FakeUpstream()
+    fake.respond = quoting_the_key(401)  # a gateway refusing the key, quoting it back
+    rollouts = 20
+    with serving("--api-key", SERVER_KEY) as (out, err):
+        url = out[0].removeprefix("rollout server: ").strip()
+        eventually_sync(lambda: answers_health(url), "the server to answer /health")
+        async with (
+            serve_in_loop(fake.app) as gateway,
+            httpx.AsyncClient(headers={"Authorization": f"Bearer {SERVER_KEY}"}) as http,
+        ):
+            for number in range(rollouts):
+                # Sent as any client may send it (RolloutClient cannot poll such an id: httpx
+                # refuses a line break in a URL).
+                admitted = await http.post(
+                    f"{url}/rollout",
+                    json={
+                        "rollout_id": f"r{number}{FORGED}",
+                        "initial_messages": [{"role": "user", "content": "2*3"}],
+                        "chat_completions_url": f"{gateway}/v1",
+                        "llm_api_key": LLM_KEY,
+                    },
+                )
+                assert admitted.status_code == 202, admitted.text
+            await eventually(
+                lambda: "".join(err).count(" failed: ") >= rollouts, "every workflow to fail"
+            )
+    assert len(fake.requests) == rollouts
+    log = "".join(err)
+    # The workflow's failure is logged once per rollout, with the key masked ...
+    assert log.count("Incorrect API key provided: ***") == rollouts, log
+    assert LLM_KEY not in log and SERVER_KEY not in log
+    # ... and its id escaped: every line is one the server wrote.
+    escaped = "r0\\n2026-12-01 00:00:00 CRITICAL forged: every key was rotated\\r\\nINFO:forged"
+    assert escaped in log, log
+    assert not [line for line in log.splitlines() if "forged" in line.partition(" rollout ")[0]]
+
+
+class ForgingWorkflow(AgentWorkflow[Any]):
+    """A rollout that calls the run's gateway under its own id with a forged line appended
+    (as a buggy or hostile rollout server may), then answers the ground truth."""
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> AgentWorkflowOutput:
+        rollout = get_rollout_context()
+        assert rollout is not None and rollout.api_key
+        base = rollout.chat_completions_url.rsplit("/", 1)[0]
+        forged = quote(f"{rollout.rollout_id}{FORGED}", safe="")
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(
+                f"{base}/{forged}/chat/completions",
+                json={"messages": [{"role": "user", "content": "forge"}]},
+                headers={"Authorization": f"Bearer {rollout.api_key}"},
+            )
+        assert answer.status_code == 429, answer.text
+        return AgentWorkflowOutput(messages=[*ctx.prompt, {"role": "assistant", "content": "x"}])
+
+
+async def test_a_rollout_id_with_line_breaks_forges_no_line_of_the_evals_log(
+    tmp_path: Path,
+) -> None:
+    fake = FakeUpstream()
+    fake.respond = lambda seen: (
+        error(429, "slow down", **{"x-should-retry": "false"})
+        if seen.body["messages"][-1]["content"] == "forge"
+        else Answer(body=completion())
+    )
+    app = demo_app(workflow=ForgingWorkflow, grader=ExactMatch)
+    async with serve_in_loop(fake.app) as model, rollout_server(app) as url:
+        run = await run_session(
+            tmp_path, multiply_rows(2, grade=False), servers=(url,), chat_url=f"{model}/v1"
+        )
+    assert run.summary.count("success") == 2
+    lines = (run.folder / "logs.txt").read_text().splitlines()
+    refused = [line for line in lines if "model call for rollout" in line]
+    assert len(refused) == 2, lines
+    for line in refused:
+        assert (
+            "\\n2026-12-01 00:00:00 CRITICAL forged: every key was rotated\\r\\nINFO:forged" in line
+        )
+        assert line.endswith(
+            'failed: {"error":{"message":"slow down","type":"fake_error","code":null}}'
+        )
+    assert [line for line in lines if "forged" in line] == refused
 
 
 # -- constant-time comparisons ----------------------------------------------------------------
