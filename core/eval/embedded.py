@@ -56,11 +56,14 @@ async def demo_rollout_server(
     artifact_root: Path | None = None,
     otlp_endpoint: str = "",
     preview_root: str = "",
+    api_key: str | None = None,
 ) -> AsyncIterator[str]:
     """server_stub with the demo workflow and grader; yields its URL.
 
     `otlp_endpoint` and `preview_root` turn its feeds on (PROTOCOL.md §8), as the variables
-    do for a launched server; empty, they stay off whatever the environment says."""
+    do for a launched server; empty, they stay off whatever the environment says. With
+    `api_key`, every request needs it as its bearer (the eval gives one of its own, so that
+    no other local process can cancel the run's rollouts)."""
     backend = LocalBackend(
         workflow=MultiplyWorkflow,
         grader=ExactMatchGrader,
@@ -74,6 +77,7 @@ async def demo_rollout_server(
         configure_logging=False,
         otlp_endpoint=otlp_endpoint,
         preview_root=preview_root,
+        api_key=api_key,
     )
     registry = app.state.rollout_server.registry
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections import ChainMap
 from collections.abc import Callable, Iterator
@@ -101,6 +102,8 @@ class EvalSession:
         self._stopping: asyncio.Task[None] | None = None
         self._transitions: TransitionLog | None = None
         self._lock: RunLock | None = None
+        # The servers' bearer: the user's, or one of the run's own for the embedded server.
+        self._server_api_key = plan.request.server_api_key
 
     @property
     def runner(self) -> EvalRunner | None:
@@ -409,7 +412,7 @@ class EvalSession:
         pool = ServerPool.connect(
             list(urls),
             http_client=http,
-            api_key=self.plan.request.server_api_key,
+            api_key=self._server_api_key,
             # The pool logs its own events; the front end is told as well.
             on_event=lambda slot, event: self.on_notice(
                 self.redactor.redact(f"server {slot.url} {event}")
@@ -502,17 +505,25 @@ class EvalSession:
         plan, request = self.plan, self.plan.request
         if plan.mode == "servers":
             return request.servers
+        log = self._log
+        assert log is not None
         if plan.mode == "embedded":
+            # A bearer of the run's own: the server listens on loopback, where any local
+            # process could otherwise cancel the run's rollouts. Masked like every key.
+            key = self._server_api_key = secrets.token_urlsafe(32)
+            self.redactor = self.redactor.with_secrets([key])
+            log.redactor = self.redactor
             url = await stack.enter_async_context(
                 demo_rollout_server(
-                    otlp_endpoint=feeds[OTLP_ENDPOINT_ENV], preview_root=feeds[PREVIEW_ROOT_ENV]
+                    otlp_endpoint=feeds[OTLP_ENDPOINT_ENV],
+                    preview_root=feeds[PREVIEW_ROOT_ENV],
+                    api_key=key,
                 )
             )
+            log.write(f"demo rollout server on {url}", step="listener")
             return (url,)
         config = plan.config
         assert config is not None
-        log = self._log
-        assert log is not None
         url = await stack.enter_async_context(
             launched_rollout_server(
                 workspace=config.workspace,

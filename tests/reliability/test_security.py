@@ -15,6 +15,7 @@ import hmac
 import io
 import os
 import queue
+import re
 import signal
 import stat
 import subprocess
@@ -42,12 +43,13 @@ from server_stub import (
     create_rollout_server,
     get_rollout_context,
 )
+from server_stub.demo import SLOW_SEC, demo_rows
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
 from server_stub.standalone import is_loopback
 from server_stub.workflow import AgentWorkflowContext
-from tests.eval_run.command import child_env, osmosis
-from tests.eval_run.files import multiply_rows
+from tests.eval_run.command import child_env, osmosis, start_eval
+from tests.eval_run.files import multiply_rows, read_jsonl, run_folder
 from tests.eval_run.servers import ServedDemo
 from tests.gateway.fake_upstream import Answer, FakeUpstream, completion, error, quoting_the_key
 from tests.polling import eventually, eventually_sync
@@ -233,6 +235,52 @@ async def test_a_rollout_id_with_line_breaks_forges_no_line_of_the_evals_log(
             'failed: {"error":{"message":"slow down","type":"fake_error","code":null}}'
         )
     assert [line for line in lines if "forged" in line] == refused
+
+
+def test_the_zero_setup_evals_server_refuses_another_local_processs_cancel(
+    tmp_path: Path,
+) -> None:
+    # The bundled demo's slow rows (3 s each): in flight together while another process tries.
+    slow = [
+        str(number)
+        for number, row in enumerate(demo_rows())
+        if (row.get("metadata") or {}).get("stub") == f"slow:{SLOW_SEC:g}"
+    ]
+    rows = len(slow)
+    assert rows >= 4
+    run = start_eval("--headless", "--rows", ",".join(slow), "--name", "zero", cwd=tmp_path)
+    folder = run_folder(tmp_path, "zero")
+
+    def running_on_the_demo_server() -> str | None:
+        """The embedded server's URL once a rollout runs there (None before)."""
+        logs = folder / "logs.txt"
+        found = (
+            re.search(r"\[listener\] demo rollout server on (\S+)", logs.read_text())
+            if logs.exists()
+            else None
+        )
+        if run.process.poll() is not None:
+            pytest.fail(f"the run ended before its server was named in logs.txt: {run.stderr()}")
+        running = any(
+            t.get("status") == "running" for t in read_jsonl(folder / "transitions.jsonl")
+        )
+        return found.group(1) if found and running else None
+
+    url = eventually_sync(running_on_the_demo_server, "a rollout running on the demo server")
+    # Another local process, with no key or a wrong one: refused before anything is done.
+    for headers in ({}, {"Authorization": "Bearer not-the-key"}):
+        refused = httpx.post(f"{url}/rollout/cancel", json={"all": True}, headers=headers)
+        assert refused.status_code == 401, refused.text
+        assert httpx.get(f"{url}/health", headers=headers).status_code == 401
+    stdout, stderr = run.finish()
+    assert run.returncode == 0, stderr
+    index = read_jsonl(folder / "index.jsonl")
+    assert [r["status"] for r in index] == ["success"] * rows, "no rollout was cancelled"
+    assert not [
+        t for t in read_jsonl(folder / "transitions.jsonl") if t["kind"] == "cancel_request"
+    ]
+    # The run's own bearer is masked like every key: nothing written shows a bearer value.
+    assert not re.search(r"Bearer (?!\*\*\*)\S", "".join(run_texts(folder)) + stdout + stderr)
 
 
 # -- constant-time comparisons ----------------------------------------------------------------
