@@ -45,6 +45,15 @@ GATEWAY_RETRY_DELAYS_SEC: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 # A load balancer answers these itself when the server reset or never answered; result reads
 # are idempotent, so they are worth a longer schedule than transport errors.
 _GATEWAY_STATUSES = frozenset({502, 503, 504})
+# A server that answers a poll at once with the status it already had (it does not hold the
+# long poll) would be polled back to back, as fast as the network allows. Such polls are
+# spaced: the next starts QUICK_POLL_PAUSE_SEC after the last one did, a pause that grows by
+# QUICK_POLL_GROWTH for each such poll in a row, up to QUICK_POLL_PAUSE_MAX_SEC. A poll that
+# brings a new status, or that the server held that long, resets it; a new status is polled
+# again at once. (Read at call time, so tests can change them.)
+QUICK_POLL_PAUSE_SEC = 0.05
+QUICK_POLL_GROWTH = 1.5
+QUICK_POLL_PAUSE_MAX_SEC = 0.5
 # The request may not have reached the server, or its answer was lost: safe to ask again.
 # ConnectTimeout/WriteTimeout/PoolTimeout are deliberately absent (the official client gives up).
 _RETRYABLE_TRANSPORT_ERRORS = (httpx.RemoteProtocolError, httpx.NetworkError, httpx.ReadTimeout)
@@ -188,8 +197,10 @@ class RolloutHandle:
 
     async def _poll(self) -> RolloutResultResponse:
         condition = self.status_changed
+        pause = QUICK_POLL_PAUSE_SEC
         try:
             while True:
+                started = time.monotonic()
                 result = await self._read_result()
                 self.latest_result = result
                 self.polls += 1
@@ -205,7 +216,14 @@ class RolloutHandle:
                     self._notify_change()
                 if status in TERMINAL_STATUSES:
                     return result
-                # No pause: the server's long-poll paces this loop.
+                # The server's long-poll paces this loop; one that does not hold it is
+                # paced by the pause (see QUICK_POLL_PAUSE_SEC).
+                waited = time.monotonic() - started
+                if changed or waited >= pause:
+                    pause = QUICK_POLL_PAUSE_SEC
+                    continue
+                await asyncio.sleep(pause - waited)
+                pause = min(pause * QUICK_POLL_GROWTH, QUICK_POLL_PAUSE_MAX_SEC)
         except Exception as exc:
             self.last_poll_error = describe_error(exc)
             raise
