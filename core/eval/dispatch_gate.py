@@ -6,7 +6,9 @@ Neither cancels anything. While paused, the items in flight go on and no new one
 A lowered limit only stops dispatching: the workers over it retire as they come back for
 their next item, so the rollouts in flight drop to the new limit as they end. The limit is
 capped by the servers' advertised capacity (`within_capacity`), as the run's first one is,
-and is never below 1 (that would be a pause). `DispatchState` is what a front end shows of it.
+and by the gate's `ceiling`, the most rollouts the process has file descriptors for
+(core/eval/fd_budget.py); it is never below 1 (that would be a pause). `DispatchState` is
+what a front end shows of it.
 """
 
 from __future__ import annotations
@@ -39,9 +41,12 @@ class DispatchState:
 class DispatchGate:
     """The pause and the limit the runner's workers look at before each work item."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, ceiling: int | None = None) -> None:
+        #: The most work items in flight the process can hold, whatever is asked (None: no
+        #: bound).
+        self.ceiling = ceiling
         #: How many workers may send work items at once: the run's max-in-flight.
-        self.limit = max(1, limit)
+        self.limit = self._bounded(limit)
         #: No new work item is sent while this holds.
         self.paused = False
         #: Workers waiting for the next change now (held by the pause).
@@ -58,10 +63,14 @@ class DispatchGate:
         self.notify()
 
     def set_limit(self, wanted: int, capacity: int | None) -> int:
-        """Make `wanted` the limit, within the servers' `capacity`; returns the limit set."""
-        self.limit = within_capacity(wanted, capacity)
+        """Make `wanted` the limit, within the servers' `capacity` and the gate's ceiling;
+        returns the limit set."""
+        self.limit = self._bounded(within_capacity(wanted, capacity))
         self.notify()
         return self.limit
+
+    def _bounded(self, limit: int) -> int:
+        return max(1, limit if self.ceiling is None else min(limit, self.ceiling))
 
     def notify(self) -> None:
         """Wake every worker waiting for a change (also when dispatch stops for good)."""

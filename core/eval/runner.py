@@ -59,6 +59,9 @@ class RunSettings:
     """A rollout's `chat_completions_url`, by its id: each has its own route in the gateway."""
     llm_api_key: str | None = field(default=None, repr=False)
     concurrency: int = 1
+    #: The most work items in flight the process has file descriptors for (None: no bound);
+    #: a max-in-flight raised while the run goes on stays below it too.
+    descriptor_ceiling: int | None = None
     agent_timeout_sec: float | None = None
     grader_timeout_sec: float | None = None
 
@@ -116,7 +119,7 @@ class EvalRunner:
         self._requeues: dict[tuple[int, int], int] = {}
         self._stop_dispatch = asyncio.Event()
         #: The pause and max-in-flight the workers follow.
-        self.gate = DispatchGate(settings.concurrency)
+        self.gate = DispatchGate(settings.concurrency, ceiling=settings.descriptor_ceiling)
         #: Work items being run now (from their dispatch to their outcome).
         self.running_items = 0
         #: Rollouts sent by hand (`submit`) so far.

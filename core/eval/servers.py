@@ -14,6 +14,7 @@ import httpx
 from core.client import RolloutClient
 from core.errors import RolloutProtocolError, describe_error
 from core.eval.errors import EvalError
+from core.eval.fd_budget import out_of_descriptors
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,12 @@ class ServerPool:
         try:
             health = await asyncio.wait_for(slot.client.health(), HEALTH_TIMEOUT_SEC)
         except (httpx.HTTPError, RolloutProtocolError, OSError, asyncio.TimeoutError) as exc:
+            if out_of_descriptors(exc):
+                # This process has no descriptor left to ask with: nothing is known of the
+                # server, which is not marked down for our own limit.
+                slot.last_error = f"not read: this process is out of file descriptors ({exc})"
+                logger.warning("rollout server %s: /health %s", slot.url, slot.last_error)
+                return
             slot.failures += 1
             slot.last_error = (
                 f"no answer to /health within {HEALTH_TIMEOUT_SEC:g} s"

@@ -26,6 +26,7 @@ from core.eval.control import RunControl
 from core.eval.dispatch_gate import within_capacity
 from core.eval.embedded import demo_rollout_server
 from core.eval.event_receiver import EventReceiver, EventReceiverError
+from core.eval.fd_budget import DescriptorBudget, descriptor_budget
 from core.eval.gateway import ModelGateway
 from core.eval.gateway_errors import GatewayError
 from core.eval.launcher import launched_rollout_server
@@ -369,6 +370,9 @@ class EvalSession:
             return "incomplete", str(exc)
         except Exception as exc:  # a server that could not start: the run cannot begin
             return "incomplete", self.redactor.redact(str(exc))
+        descriptors = descriptor_budget(
+            model_in_process=plan.upstream.kind == "stub", server_in_process=plan.mode == "embedded"
+        )
         runner = EvalRunner(
             items=todo,
             rows=plan.rows,
@@ -379,7 +383,8 @@ class EvalSession:
                 # Always the run's own bearer: a rollout never sees the model's key, and one
                 # that insists on a key (an official server) has one.
                 llm_api_key=gateway.api_key,
-                concurrency=self._concurrency(pool),
+                concurrency=self._concurrency(pool, descriptors),
+                descriptor_ceiling=descriptors.ceiling,
                 agent_timeout_sec=plan.agent_timeout_sec,
                 grader_timeout_sec=plan.grader_timeout_sec,
             ),
@@ -543,11 +548,22 @@ class EvalSession:
         )
         return (url,)
 
-    def _concurrency(self, pool: ServerPool) -> int:
-        """--max-in-flight, else batch_size, else the servers' capacity, else 1; capped by it."""
+    def _concurrency(self, pool: ServerPool, descriptors: DescriptorBudget) -> int:
+        """--max-in-flight, else batch_size, else the servers' capacity, else 1; capped by it,
+        and by the rollouts the process has file descriptors for (with a notice)."""
         capacity = pool.advertised_capacity()
-        wanted = self.plan.request.max_in_flight or self.plan.batch_size or capacity or 1
-        return within_capacity(wanted, capacity)
+        asked = self.plan.request.max_in_flight
+        wanted = asked or self.plan.batch_size or capacity or 1
+        limit = within_capacity(wanted, capacity)
+        ceiling = descriptors.ceiling
+        if ceiling is None or limit <= ceiling:
+            return limit
+        self.notice(
+            descriptors.lowered(
+                f"--max-in-flight {asked}" if asked else f"{limit} in flight", ceiling
+            )
+        )
+        return ceiling
 
     def _write_transition(self, record: RolloutRecord, mark: PhaseMark) -> None:
         """The board's `on_transition`: a rollout's status change as a poll or the server

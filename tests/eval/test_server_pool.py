@@ -3,6 +3,7 @@ that advertise none by what is in flight on each, never all of it to the first."
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import httpx
@@ -66,3 +67,27 @@ async def test_the_next_rollout_goes_to_the_server_with_the_most_room() -> None:
     # the work by what is in flight on each until a is full, then b and c take the rest.
     assert order == [a, b, c, a, b, c, b]
     assert after is c, "the least loaded one"
+
+
+async def test_a_health_read_we_have_no_descriptor_for_does_not_mark_the_server_down() -> None:
+    def no_descriptor_left(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("cannot connect", request=request) from OSError(
+            errno.EMFILE, "Too many open files"
+        )
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("cannot connect", request=request) from OSError(
+            errno.ECONNREFUSED, "Connection refused"
+        )
+
+    cases = (
+        (no_descriptor_left, "accepting", "not read: this process is out of file descriptors"),
+        (refused, "down", "ConnectError"),
+    )
+    for handler, state, error in cases:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            pool = ServerPool.connect(["http://a"], http_client=http, api_key=None)
+            (slot,) = pool.slots
+            await pool.probe(slot, after_failure=True)  # a second failure in a row
+            assert slot.state == state, slot.last_error
+            assert error in (slot.last_error or "")

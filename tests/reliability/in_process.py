@@ -21,7 +21,7 @@ from tests.eval_run.files import write_jsonl
 
 def demo_app(
     *,
-    max_concurrent: int = 16,
+    max_concurrent: int | None = 16,
     workflow: Any = MultiplyWorkflow,
     grader: Any = ExactMatchGrader,
     **server: Any,
