@@ -34,6 +34,7 @@ from core.eval.errors import EvalError
 from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
+from core.handle import RolloutHandle
 from core.rollout_record import RequestOptions, RolloutRecord
 from core.types import RolloutResultResponse
 
@@ -338,10 +339,16 @@ class EvalRunner:
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
         self.in_flight[rollout_id] = started
         self._attempts[rollout_id] = item
+        # Taken now: once the rollout ends (the wind-down below may end it), the board lets
+        # the record's handle go, and its result is still this item's to read.
+        handle = record.handle
+        assert handle is not None
         try:
             if self.interrupted:  # admitted while the interrupt was winding the others down
                 await self._wind_down([record], cancel=self._cancel_in_flight)
-            await self._await_result(item, record, slot, started, generation)
+            await self._await_result(
+                item, record, handle, slot, started=started, generation=generation
+            )
         finally:
             del self.in_flight[rollout_id]
 
@@ -448,12 +455,12 @@ class EvalRunner:
         self,
         item: WorkItem,
         record: RolloutRecord,
+        handle: RolloutHandle,
         slot: RolloutServerSlot,
+        *,
         started: float,
         generation: int,
     ) -> None:
-        handle = record.handle
-        assert handle is not None
         try:
             # Shielded: the deadline must not cancel the handle before we cancel on the server.
             result = await asyncio.wait_for(
