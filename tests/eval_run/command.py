@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,12 @@ def alive(pid: int) -> bool:
             return False
         return True
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def server_pids(logs: str) -> list[int]:
+    """The pids the workspace entrypoints print at start-up (see workspace/rollouts/), from
+    a run's logs.txt."""
+    return [int(pid) for pid in re.findall(r"server pid (\d+): ", logs)]
 
 
 def processes_in(folder: Path) -> list[int]:

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import REPO, alive, child_env, processes_in, run_eval, start_eval
+from tests.eval_run.command import (
+    REPO,
+    alive,
+    child_env,
+    processes_in,
+    run_eval,
+    server_pids,
+    start_eval,
+)
 from tests.eval_run.files import (
     envelope,
     multiply_rows,
@@ -25,11 +33,6 @@ from tests.polling import eventually_sync
 # The workspace's model_path is a real provider's: its rollouts talk to the stub model instead.
 STUB = ("--chat-url", "stub")
 CONFIG = "configs/eval/multiply.toml"
-
-
-def server_pids(logs: str) -> list[int]:
-    """The pids the workspace entrypoints print at start-up (see workspace/rollouts/)."""
-    return [int(pid) for pid in re.findall(r"server pid (\d+): ", logs)]
 
 
 def check_launched_run(workspace: Path, result_stdout: str, name: str) -> None:

@@ -16,9 +16,12 @@ from server_stub.serving import serve_in_loop
 from tests.eval_run.command import RUN_TIMEOUT_SEC, child_env, osmosis
 from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
 from tests.eval_run.servers import threaded_server
+from tests.reliability.counts import scaled
 from tests.reliability.in_process import demo_app
 
 NOFILE = 256
+# More than the 48 in flight that 256 descriptors hold, so that the ceiling is what runs.
+ROWS = scaled(120, 1000)
 
 
 def at_most_nofile() -> None:
@@ -29,7 +32,7 @@ def at_most_nofile() -> None:
 def test_a_max_in_flight_past_the_descriptor_limit_is_lowered_with_a_notice(
     tmp_path: Path,
 ) -> None:
-    rows = 300
+    rows = ROWS
     dataset = write_jsonl(
         tmp_path / "rows.jsonl", multiply_rows(rows, metadata={"stub": "slow:0.5"})
     )
