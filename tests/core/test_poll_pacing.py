@@ -66,11 +66,11 @@ async def test_polls_answered_at_once_with_an_unchanged_status_are_spaced() -> N
         result = await handle
     assert result.status == "success"
     # Back to back, two seconds are thousands of polls on loopback; spaced by a pause growing
-    # from 50 ms to 500 ms, about a dozen.
-    assert 5 <= len(server.polls) <= 20, len(server.polls)
-    gaps = [b - a for a, b in zip(server.polls[1:], server.polls[2:], strict=False)]
-    assert min(gaps) >= handle_module.QUICK_POLL_PAUSE_SEC * 0.9
-    assert max(gaps) <= handle_module.QUICK_POLL_PAUSE_MAX_SEC + 0.5
+    # from 50 ms to 500 ms, about ten. (The pause counts from when a poll started on the
+    # client, so the gaps the server sees between arrivals vary with the machine's load.)
+    assert 3 <= len(server.polls) <= 20, len(server.polls)
+    gaps = [b - a for a, b in zip(server.polls, server.polls[1:], strict=False)]
+    assert max(gaps) <= handle_module.QUICK_POLL_PAUSE_MAX_SEC + 0.5, gaps
 
 
 async def test_a_poll_that_brings_a_new_status_is_followed_at_once(
