@@ -287,10 +287,26 @@ class EvalSession:
 
             status: RunStatus = "complete"
             problem: str | None = None
-            if todo:
-                status, problem = await self._run_items(stack, folder, todo, finished)
-            if self._stopping is not None:
-                await self._stopping
+            try:
+                if todo:
+                    status, problem = await self._run_items(stack, folder, todo, finished)
+                if self._stopping is not None:
+                    await self._stopping
+            except BaseException:
+                # A failure of our own, or the task cancelled: what finished is in
+                # events.jsonl, and the snapshots say so too (not the last refresh's
+                # "running", up to REFRESH_INTERVAL_SEC behind the journal).
+                self._write_results(
+                    folder,
+                    snapshots,
+                    results,
+                    outside,
+                    resumed,
+                    status="incomplete",
+                    problem=None,
+                    started=started,
+                )
+                raise
             # Nothing is watched once the run is over (its HTTP client closes with it): a
             # rollout still followed (one sent by hand) is left to its lease, not "running".
             self.board.stop_tracking(

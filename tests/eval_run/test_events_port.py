@@ -3,6 +3,7 @@ listens."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -34,6 +35,13 @@ def test_an_events_port_in_use_is_bad_input_naming_the_port(tmp_path: Path) -> N
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_eval("--rows", "0-1", "--headless", "--events-port", str(port), cwd=tmp_path)
+        result = run_eval(
+            *("--rows", "0-1", "--headless", "--name", "taken", "--events-port", str(port)),
+            cwd=tmp_path,
+        )
     assert result.returncode == 2, result.stderr
     assert str(port) in result.stderr and "event receiver" in result.stderr
+    # The folder was open when the port was found taken: its metrics end the run, rather
+    # than saying "running" for a process that is gone.
+    metrics = json.loads((run_folder(tmp_path, "taken") / "metrics.json").read_text())
+    assert metrics["eval_run"]["status"] == "incomplete"
