@@ -26,15 +26,30 @@ Actions (`request` is the viewer's number for it, echoed in the reply):
   disposition or `"error: ..."`.
 - `untrack` `{"ids": [...]}`: stop following them (nothing sent to a server); the reply's
   `stopped` lists those that were still followed.
-- `requeue` `{"rollout_id": id}`, `pause`, `resume`, `max_in_flight` `{"limit": n}`: steering
-  the dispatch; a run that cannot do it answers `"not supported by this run"`.
+- `pause`, `resume`: stop sending new work items (those in flight go on), or send them again;
+  the reply's `dispatch` is DISPATCH after it.
+- `max_in_flight` `{"limit": n}` (a whole number, at least 1): the most work items in flight
+  at once, within the servers' capacity (lowering it cancels nothing); the reply's `limit` is
+  the limit set, its `dispatch` DISPATCH after it.
+- `requeue` `{"rollout_id": id}`: cancel a work item's rollout on its server and run the item
+  again under a new id, the reply's `new_rollout_id` (its `dispatch`: DISPATCH after it).
+
+Each goes through the run's controls, as its own dashboard's keys do, and is recorded in its
+logs.txt and transitions.jsonl the same way; what the run cannot do now (a requeue of a
+rollout that is no work item in flight, a limit before the servers are up) is answered
+`"ok": false` with the reason.
 
 IDENTITY: `name`, `model`, `dataset`, `rollout`, `folder` and `previews` (absolute paths, the
 latter null without live previews), `local_run_id`, `pid` (the run's process), `created_at`
 (the manifest's: ISO 8601 UTC).
 
 STATE: `progress` (`core.eval.results.metrics.Progress`'s fields), `servers` (`url`, `state`,
-`restarts`, `detail`, `watched`), `model` (the board's `calls`, `tokens`, `cost_usd`).
+`restarts`, `detail`, `watched`), `model` (the board's `calls`, `tokens`, `cost_usd`),
+`dispatch` (DISPATCH). `dispatch` came after the others within version 1: it is additive, a
+viewer that does not know it ignores it, and one that finds none knows no dispatch.
+
+DISPATCH (`core.eval.dispatch_gate.DispatchState`): `paused`, `max_in_flight` (null until the
+servers are up), `in_flight` (work items), `manual` (rollouts sent by hand so far).
 
 RECORD, one rollout as the dashboard needs it (`record_state`): `id`, `row`, `run`,
 `source_row`, `server`, `submitted` (t), `grade`; `polls` (the statuses its polls observed, in
@@ -61,6 +76,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from core.eval.control_socket import ControlError
+from core.eval.dispatch_gate import DispatchState
 from core.model_activity import ModelActivity
 from core.rollout_record import RequestOptions, RolloutRecord
 
@@ -82,7 +98,6 @@ MAX_RUN_LINE = 256 << 20
 
 #: The actions a viewer may send.
 ACTIONS = ("cancel", "untrack", "requeue", "pause", "resume", "max_in_flight")
-NOT_SUPPORTED = "not supported by this run"
 
 
 class ProtocolViolation(ControlError):
@@ -165,6 +180,31 @@ def ids_of(value: object) -> list[str] | None:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return None
     return value
+
+
+# -- the dispatch ------------------------------------------------------------------------------
+
+
+def dispatch_state(state: DispatchState) -> dict[str, Any]:
+    """`state` as DISPATCH (module docstring)."""
+    return {
+        "paused": state.paused,
+        "max_in_flight": state.max_in_flight,
+        "in_flight": state.in_flight,
+        "manual": state.manual,
+    }
+
+
+def dispatch_from(raw: object) -> DispatchState | None:
+    """The dispatch a DISPATCH says; None when `raw` is none (a run that sent no dispatch)."""
+    if not isinstance(raw, dict):
+        return None
+    return DispatchState(
+        paused=bool_of(raw.get("paused")) is True,
+        max_in_flight=int_of(raw.get("max_in_flight")),
+        in_flight=int_of(raw.get("in_flight")) or 0,
+        manual=int_of(raw.get("manual")) or 0,
+    )
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -306,10 +346,11 @@ __all__ = [
     "ACTIONS",
     "MAX_RUN_LINE",
     "MAX_VIEWER_LINE",
-    "NOT_SUPPORTED",
     "PROTOCOL_VERSION",
     "ProtocolViolation",
     "decode",
+    "dispatch_from",
+    "dispatch_state",
     "encode",
     "in_chunks",
     "options_from",

@@ -6,7 +6,9 @@ Every `osmosis-tui eval` serves one, headless or not, from the moment its run fo
 which tells each viewer why it ended). Each viewer gets the board as it is, then its own
 change batches (`RolloutBoard.subscribe`: the run's own dashboard keeps its own), a few times
 a second while something changes; a slow viewer's batches simply grow, since a feed holds each
-changed id once. Its actions go through the run's board, as the run's own dashboard's keys do.
+changed id once. Its actions go through the run's board (cancel, untrack) and the session's
+controls (pause, resume, max-in-flight, requeue), as the run's own dashboard's keys do, so
+that its files record them the same way.
 A viewer that leaves, or speaks nonsense, loses its connection; the run never notices.
 No Textual here.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import time
@@ -25,18 +28,21 @@ from core.board import ChangeFeed
 from core.eval.control_protocol import (
     ACTIONS,
     MAX_VIEWER_LINE,
-    NOT_SUPPORTED,
     PROTOCOL_VERSION,
     ProtocolViolation,
     decode,
+    dispatch_state,
     encode,
     ids_of,
     in_chunks,
+    int_of,
     record_state,
+    text_of,
     version_problem,
 )
 from core.eval.control_socket import BoundSocket, ControlSocketError, peer_uid
 from core.eval.reporter import RunReport, work_item_rollouts
+from core.eval.runner import ControlRefused
 from core.eval.servers import shown_state
 from core.eval.session import EvalSession
 from core.eval.summary import EvalSummary
@@ -184,6 +190,7 @@ class ControlEndpoint:
                 "tokens": board.total_tokens,
                 "cost_usd": board.total_cost_usd,
             },
+            "dispatch": dispatch_state(session.control.state()),
         }
 
     def _elapsed(self) -> float:
@@ -346,13 +353,45 @@ class ControlEndpoint:
             if action == "cancel":
                 return {"ok": True, "answers": await board.cancel_on_server(ids)}
             return {"ok": True, "stopped": board.stop_tracking(ids)}
-        if action in ACTIONS:
-            # Steering the dispatch (requeue, pause, resume, max-in-flight): not in this run.
-            return {"ok": False, "error": NOT_SUPPORTED}
-        return {
-            "ok": False,
-            "error": f"unknown action {action!r}; a run takes {', '.join(ACTIONS)}",
-        }
+        if action not in ACTIONS:
+            return {
+                "ok": False,
+                "error": f"unknown action {action!r}; a run takes {', '.join(ACTIONS)}",
+            }
+        try:
+            reply = self._steer(action, message)
+        except ControlRefused as exc:  # the run cannot do it now: the viewer is told why
+            return {"ok": False, "error": str(exc)}
+        if reply.get("ok") is True:
+            # What the dispatch is after it: the viewer's summary need not wait for the
+            # next changes.
+            reply["dispatch"] = dispatch_state(self.session.control.state())
+        return reply
+
+    def _steer(self, action: object, message: dict[str, Any]) -> dict[str, Any]:
+        """Pause, resume, max-in-flight or requeue, through the session's controls (the run's
+        own dashboard's keys' way: logs.txt and transitions.jsonl record them the same)."""
+        control = self.session.control
+        if action == "pause":
+            control.pause()
+            return {"ok": True}
+        if action == "resume":
+            control.resume()
+            return {"ok": True}
+        if action == "max_in_flight":
+            limit = int_of(message.get("limit"))
+            if limit is None or limit < 1:
+                got = json.dumps(message.get("limit"))[:40]
+                return {
+                    "ok": False,
+                    "error": f"limit must be a whole number of work items, at least 1 (got {got})",
+                }
+            return {"ok": True, "limit": control.set_max_in_flight(limit)}
+        # What is left of ACTIONS: requeue.
+        rollout_id = text_of(message.get("rollout_id"))
+        if rollout_id is None:
+            return {"ok": False, "error": "rollout_id must be the id of a rollout (a string)"}
+        return {"ok": True, "new_rollout_id": control.requeue(rollout_id)}
 
 
 async def _readline(reader: asyncio.StreamReader) -> bytes:

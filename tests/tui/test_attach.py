@@ -186,19 +186,37 @@ async def test_several_viewers_each_get_every_change(live_eval: LiveFactory) -> 
         assert first.ending is not None and "Run live" in first.ending.reason
 
 
-async def test_steering_the_dispatch_is_answered_not_supported(live_eval: LiveFactory) -> None:
-    async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
+async def test_steering_with_bad_arguments_is_refused_clearly(live_eval: LiveFactory) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live) as run:
         client = await ControlClient.connect(live.folder)
         following = asyncio.ensure_future(client.follow())
         try:
-            for ask in (client.pause(), client.resume(), client.set_max_in_flight(2)):
-                with pytest.raises(ControlActionError, match="not supported by this run"):
-                    await ask
-            with pytest.raises(ControlActionError, match="not supported by this run"):
+            await eventually(lambda: client.board.counts()["running"] == 1, "the rollout sent")
+            for limit in (0, -3, 2.5, "3", None, True, False):
+                with pytest.raises(ControlActionError) as refused:
+                    await client._request("max_in_flight", limit=limit)
+                assert str(refused.value) == (
+                    "limit must be a whole number of work items, at least 1 (got "
+                    f"{json.dumps(limit)})"
+                )
+            with pytest.raises(ControlActionError, match=r"^limit must be .* \(got null\)$"):
+                await client._request("max_in_flight")  # no limit at all
+            for fields in ({}, {"rollout_id": 42}, {"rollout_id": ["a"]}):
+                with pytest.raises(ControlActionError) as refused:
+                    await client._request("requeue", **fields)
+                assert str(refused.value) == "rollout_id must be the id of a rollout (a string)"
+            # An id that is no work item's rollout in flight: the run's own refusal.
+            with pytest.raises(ControlActionError, match="no work item's attempt in flight"):
                 await client.requeue("whatever")
+            # Nothing of it reached the run's controls.
+            state = live.source.dispatch()
+            assert state is not None and state.max_in_flight == 8 and not state.paused
         finally:
             await client.close()
             await following
+        assert not run.done()
+        lines = (live.folder / "logs.txt").read_text()
+        assert "[control]" not in lines
 
 
 async def raw_exchange(live: Live, *lines: dict[str, Any]) -> list[dict[str, Any]]:
