@@ -69,13 +69,13 @@ class SyntheticSource:
     def dispatch(self) -> DispatchState | None:
         return None
 
-    def pause_dispatch(self, paused: bool) -> None:
+    async def pause_dispatch(self, paused: bool) -> None:
         raise RuntimeError("read-only")
 
-    def set_max_in_flight(self, limit: int) -> int:
+    async def set_max_in_flight(self, limit: int) -> int:
         raise RuntimeError("read-only")
 
-    def requeue(self, rollout_id: str) -> str:
+    async def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("read-only")
 
 

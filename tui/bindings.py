@@ -37,9 +37,9 @@ LIVE_ACTIONS = frozenset(
 )
 # Playback: only a replay has it.
 REPLAY_ACTIONS = frozenset({"step", "speed", "step_back", "seek", "seek_start", "seek_end"})
-# Sending rollouts by hand and steering the dispatch: the run's own dashboard's, hidden on one
-# attached to it from another process (tui.sources.attached).
-OWNER_ACTIONS = frozenset({"new_rollout", "rerun", "requeue", "pause_dispatch", "max_in_flight"})
+# Sending rollouts by hand: the run's own dashboard's, hidden on one attached to it from
+# another process (tui.sources.attached), which steers the dispatch through the run instead.
+OWNER_ACTIONS = frozenset({"new_rollout", "rerun"})
 
 DASHBOARD_BINDINGS: list[BindingType] = [
     Binding(

@@ -2,10 +2,11 @@
 
 It says hello, rebuilds the run's board in a `RolloutBoard` of its own from the snapshot and
 keeps it up to date from the change batches (`core.eval.control_mirror`), keeps the run's
-progress and servers as the run reports them, and sends the viewer's actions
+progress, servers and dispatch as the run reports them, and sends the viewer's actions
 (`core.eval.control_protocol`). Each record's `client` is this client: a cancel from the
 dashboard's keys goes to the run, which asks the server; an untrack does too (the board's
-untrack hook). No Textual here.
+untrack hook). Pausing, max-in-flight and requeues are the run's to carry out too, and each
+answer brings the dispatch as it left it. No Textual here.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from core.eval.control_mirror import BoardMirror
 from core.eval.control_protocol import (
     MAX_RUN_LINE,
     PROTOCOL_VERSION,
+    ProtocolViolation,
     bool_of,
     decode,
     dict_of,
+    dispatch_from,
     encode,
     float_of,
     ids_of,
@@ -35,6 +38,7 @@ from core.eval.control_protocol import (
     version_problem,
 )
 from core.eval.control_socket import ControlError
+from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.rollout_record import RolloutRecord
 from core.types import CancelRolloutsResponse
@@ -124,6 +128,9 @@ class ControlClient:
         self.mirror = BoardMirror(self.board, self)
         self.progress = Progress(0, 0, 0, 0, None, 0)
         self.servers: list[ServerState] = []
+        #: The run's dispatch, the latest it reported (its state, or the answer to an action
+        #: from here); None until it reports one.
+        self.dispatch: DispatchState | None = None
         #: Once the run has said it is over: why, and how to go on.
         self.ending: RunEnd | None = None
         #: Why the connection ended before the run said it was over, if it did.
@@ -234,6 +241,8 @@ class ControlClient:
                 )
                 for server in map(dict_of, list_of(state.get("servers")))
             ]
+        if "dispatch" in state:
+            self.dispatch = dispatch_from(state.get("dispatch"))
         model = dict_of(state.get("model"))
         if model:
             self.board.model_calls = int_of(model.get("calls")) or 0
@@ -269,6 +278,9 @@ class ControlClient:
         number = int_of(reply.get("request"))
         answer = self._requests.get(number) if number is not None else None
         if answer is not None and not answer.done():
+            if "dispatch" in reply:
+                # Taken here, in the order the run sent it: a later state wins over it.
+                self.dispatch = dispatch_from(reply.get("dispatch"))
             answer.set_result(reply)
 
     async def cancel(self, ids: list[str]) -> dict[str, str]:
@@ -291,17 +303,30 @@ class ControlClient:
         stopped = ids_of((await self._request("untrack", ids=ids)).get("stopped"))
         return stopped or []
 
-    async def requeue(self, rollout_id: str) -> dict[str, Any]:
-        return await self._request("requeue", rollout_id=rollout_id)
+    async def pause(self) -> None:
+        """Have the run send no new work item (those in flight go on)."""
+        await self._request("pause")
 
-    async def pause(self) -> dict[str, Any]:
-        return await self._request("pause")
+    async def resume(self) -> None:
+        await self._request("resume")
 
-    async def resume(self) -> dict[str, Any]:
-        return await self._request("resume")
+    async def set_max_in_flight(self, limit: int) -> int:
+        """Have the run keep up to `limit` work items in flight; the limit it set (within its
+        servers' capacity)."""
+        reply = await self._request("max_in_flight", limit=limit)
+        limit_set = int_of(reply.get("limit"))
+        if limit_set is None:
+            raise ProtocolViolation("the run's answer to max_in_flight has no limit")
+        return limit_set
 
-    async def set_max_in_flight(self, limit: int) -> dict[str, Any]:
-        return await self._request("max_in_flight", limit=limit)
+    async def requeue(self, rollout_id: str) -> str:
+        """Have the run cancel a work item's rollout on its server and run the item again;
+        the new id."""
+        reply = await self._request("requeue", rollout_id=rollout_id)
+        new_id = text_of(reply.get("new_rollout_id"))
+        if new_id is None:
+            raise ProtocolViolation("the run's answer to requeue has no new_rollout_id")
+        return new_id
 
     def _untracked(self, record: RolloutRecord) -> None:
         """The board's untrack hook: the dashboard's `x` is the run's to carry out."""

@@ -137,6 +137,9 @@ class BoardMirror:
             recording.poll_retries = int_of(polling.get("retries")) or 0
             recording.last_poll_error = text_of(polling.get("error"))
         record.client = self.canceller if bool_of(state.get("cancellable")) else None
+        requeued_as = text_of(state.get("requeued_as"))
+        if requeued_as is not None:  # requeued once, for good
+            record.requeued_as = requeued_as
         if bool_of(state.get("untracked")) and not record.untracked:
             board.stop_tracking([rollout_id])
         board.touch(rollout_id)

@@ -60,9 +60,11 @@ merged as on the run's board (the server's time wins); `result` (`status`, `rewa
 (`requested`, `disposition`, `error`, `answered`); `untracked`; `cancellable` (the run can ask
 its server to cancel it); `polling` (`polls`, `retries`, `error`); `model` (`calls`, `failed`,
 `tokens`, `cost_usd`, `last_ended`, and the latest calls: `call_id`, `started`, `ended`,
-`status`, `tokens`, `cost_usd`, `request`, `reply`, `error`); and, the first time a viewer is
-sent the record only, `options` (`label`, `grade`, `metadata`, the timeouts and the last
-initial message). Texts are the run's, already redacted, and cut at `MAX_TEXT_CHARS`.
+`status`, `tokens`, `cost_usd`, `request`, `reply`, `error`); `requeued_as` (the id its work
+item runs again under once it was requeued, else null: additive within version 1, as
+`dispatch`); and, the first time a viewer is sent the record only, `options` (`label`,
+`grade`, `metadata`, the timeouts and the last initial message). Texts are the run's,
+already redacted, and cut at `MAX_TEXT_CHARS`.
 
 ENDING: `reason`, `problem` (or null), `next_steps` (commands, each with its purpose),
 `complete`: what the run's own end banner says.
@@ -261,6 +263,7 @@ def record_state(record: RolloutRecord, origin: float, *, first: bool) -> dict[s
             "error": _text(record.poll_error),
         },
         "model": _model_state(record.model, origin),
+        "requeued_as": record.requeued_as,
     }
     if first and record.options is not None:
         state["options"] = _options_state(record.options)

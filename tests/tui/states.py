@@ -134,13 +134,13 @@ class StaticSource:
     def dispatch(self) -> DispatchState | None:
         return None
 
-    def pause_dispatch(self, paused: bool) -> None:
+    async def pause_dispatch(self, paused: bool) -> None:
         raise RuntimeError("a static snapshot board sends nothing")
 
-    def set_max_in_flight(self, limit: int) -> int:
+    async def set_max_in_flight(self, limit: int) -> int:
         raise RuntimeError("a static snapshot board sends nothing")
 
-    def requeue(self, rollout_id: str) -> str:
+    async def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("a static snapshot board sends nothing")
 
 

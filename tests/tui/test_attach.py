@@ -38,6 +38,7 @@ from tests.tui.helpers import (
     until,
 )
 from tui.app import DashboardApp, create_app
+from tui.bindings import help_lines
 from tui.screens.dialogs import ConfirmScreen, QuitScreen
 from tui.sources.attached import AttachedSource
 
@@ -144,16 +145,21 @@ async def test_a_dashboard_attached_until_the_end_shows_the_runs_end_banner(
             assert not socket_path(live.folder).exists(), "removed with the run's end"
 
 
-async def test_an_attached_dashboard_leaves_sending_and_steering_to_the_runs_own(
+async def test_an_attached_dashboard_steers_but_leaves_sending_to_the_runs_own(
     live_eval: LiveFactory,
 ) -> None:
     async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
         app = await attached(live)
         async with app.run_test(size=SIZE) as pilot:
             await running_rollout(pilot, app)
-            for action in ("new_rollout", "rerun", "requeue", "pause_dispatch", "max_in_flight"):
+            for action in ("new_rollout", "rerun"):
                 assert app.check_action(action, ()) is False, action
-            assert app.check_action("cancel_server", ()) is True
+            for action in ("cancel_server", "requeue", "pause_dispatch", "max_in_flight"):
+                assert app.check_action(action, ()) is True, action
+            keys = dict(help_lines(app))
+            assert keys["P"].startswith("Pause or resume sending work items")
+            assert keys["R"].startswith("Cancel the selected (or marked) rollouts")
+            assert "n" not in keys and "r" not in keys
             await pilot.pause()  # the cursor's first move is handled before the app closes
 
 

@@ -41,8 +41,9 @@ def add_attach(commands: Any) -> None:
         "attach",
         help="open the dashboard on a run that another osmosis-tui eval runs",
         description="Watch and steer a live eval run from another terminal: the same "
-        "dashboard, fed by the run's control socket. Cancels and untracks go to the run; "
-        "quitting detaches and the run goes on.",
+        "dashboard, fed by the run's control socket. Cancels, untracks, requeues, pausing "
+        "the dispatch and max-in-flight go to the run; sending rollouts by hand stays with "
+        "the process that runs it; quitting detaches and the run goes on.",
     )
     attach.add_argument(
         "run",

@@ -1,19 +1,31 @@
 """Steering the run from the dashboard (`P`, `]`, `[`, `R`): pause and resume dispatch, raise
 or lower max-in-flight, and requeue rollouts after one confirmation. Each goes through the
 source, which records it in the run's logs.txt and transitions.jsonl; the event log says what
-became of it."""
+became of it.
+
+Each runs in a worker: a dashboard attached from another process waits for the run's answer,
+and the screen goes on meanwhile. They take their turns in the order the keys were pressed,
+each reading the dispatch the one before left (two quick `]` are two steps up)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from core.eval.control_socket import ControlError
 from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
 
 if TYPE_CHECKING:
     from tui.app import DashboardApp
+
+#: What a source raises when the run does not do what was asked: the run's own refusal
+#: (`ControlRefused`, a RuntimeError, as a replay's), or, from an attached dashboard, the
+#: run's answer or a connection that ended (`ControlActionError`, `ControlLost`).
+NOT_DONE = (RuntimeError, ControlError)
 
 
 def can_requeue(record: RolloutRecord) -> bool:
@@ -33,29 +45,48 @@ class ControlFlow:
 
     def __init__(self, app: DashboardApp) -> None:
         self.app = app
+        self._turn = asyncio.Lock()
 
     def toggle_pause(self) -> None:
         """`P`: pause dispatch, or resume it."""
+        self._start(self._toggle_pause)
+
+    def step_limit(self, step: int) -> None:
+        """`]` and `[`: max-in-flight one up or down."""
+        self._start(lambda: self._step_limit(step))
+
+    def _start(self, action: Callable[[], Awaitable[None]]) -> None:
+        async def in_turn() -> None:
+            async with self._turn:
+                await action()
+
+        self.app.run_worker(in_turn(), group="control", exit_on_error=False)
+
+    async def _toggle_pause(self) -> None:
         app, source = self.app, self.app.source
         state = source.dispatch()
         if state is None:
             return
-        source.pause_dispatch(not state.paused)
+        try:
+            await source.pause_dispatch(not state.paused)
+        except NOT_DONE as exc:
+            doing = "resume" if state.paused else "pause"
+            app.report(f"could not {doing} dispatch: {exc}", severity="error")
+            return
         if state.paused:
             app.report("dispatch resumed")
         else:
             app.report("dispatch paused: no new work item is sent; those in flight go on")
         app.update_summary()
 
-    def step_limit(self, step: int) -> None:
-        """`]` and `[`: max-in-flight one up or down."""
+    async def _step_limit(self, step: int) -> None:
         app, source = self.app, self.app.source
         state = source.dispatch()
         if state is None or state.max_in_flight is None:
             return
         try:
-            limit = source.set_max_in_flight(state.max_in_flight + step)
-        except RuntimeError as exc:
+            limit = await source.set_max_in_flight(state.max_in_flight + step)
+        except NOT_DONE as exc:
             app.report(f"could not change max in flight: {exc}", severity="error")
             return
         if limit == state.max_in_flight:
@@ -103,17 +134,17 @@ class ControlFlow:
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._requeue(ids)
+                self._start(lambda: self._requeue(ids))
 
         app.push_screen(ConfirmScreen(question), answered)
 
-    def _requeue(self, ids: list[str]) -> None:
+    async def _requeue(self, ids: list[str]) -> None:
         app = self.app
         app.table.clear_marks(ids)
         for rollout_id in ids:
             try:
-                new_id = app.source.requeue(rollout_id)
-            except RuntimeError as exc:
+                new_id = await app.source.requeue(rollout_id)
+            except NOT_DONE as exc:
                 app.report(f"could not requeue {rollout_id[:10]}: {exc}", severity="error")
                 continue
             paused = (state := app.source.dispatch()) is not None and state.paused

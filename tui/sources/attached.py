@@ -1,11 +1,12 @@
 """The dashboard's view of a run that another process runs (`osmosis-tui attach`).
 
 The run is that process's: its own dashboard (or its headless front end) asks what to do when
-it is stopped. This one only watches it, through the run's control socket
+it is stopped. This one watches it through the run's control socket
 (`core.eval.control_client`), and steers it through the run: cancelling a rollout or no
-longer tracking it asks the run to do it on its own board, so that its files record it as if
+longer tracking it, pausing and resuming the dispatch, changing max-in-flight and requeueing
+ask the run to do it (on its board, through its controls), so that its files record it as if
 its own dashboard had. Leaving detaches (the quit flow asks nothing); the run goes on.
-Sending rollouts by hand stays with the process that runs it.
+Sending rollouts by hand (a new one, a re-run) stays with the process that runs it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from tui.sources.base import NewRollout, RunEnding, ServerView
 
-#: Why sending rollouts and steering the dispatch are not offered here.
+#: Why sending rollouts by hand is not offered here.
 NOT_FROM_HERE = "only the dashboard of the process that runs it can do that"
 
 
@@ -103,13 +104,18 @@ class AttachedSource:
         raise RuntimeError(NOT_FROM_HERE)
 
     def dispatch(self) -> DispatchState | None:
-        return None  # nothing to steer from here (see the module docstring)
+        """The dispatch as the run last reported it; kept once the run is over, as the run's
+        own dashboard keeps showing its last."""
+        return self.client.dispatch
 
-    def pause_dispatch(self, paused: bool) -> None:
-        raise RuntimeError(NOT_FROM_HERE)
+    async def pause_dispatch(self, paused: bool) -> None:
+        if paused:
+            await self.client.pause()
+        else:
+            await self.client.resume()
 
-    def set_max_in_flight(self, limit: int) -> int:
-        raise RuntimeError(NOT_FROM_HERE)
+    async def set_max_in_flight(self, limit: int) -> int:
+        return await self.client.set_max_in_flight(limit)
 
-    def requeue(self, rollout_id: str) -> str:
-        raise RuntimeError(NOT_FROM_HERE)
+    async def requeue(self, rollout_id: str) -> str:
+        return await self.client.requeue(rollout_id)

@@ -110,22 +110,24 @@ class DashboardSource(Protocol):
         ...
 
     # -- steering the dispatch (a live run only) ---------------------------------------------
+    # Async: a dashboard attached to the run from another process asks the run over its
+    # control socket and waits for the answer; the run's own does it at once.
 
     def dispatch(self) -> DispatchState | None:
         """The run's dispatch as it is now (paused, max-in-flight, in flight, sent by hand);
         a replay's as recorded (nothing to steer), None when there is none."""
         ...
 
-    def pause_dispatch(self, paused: bool) -> None:
+    async def pause_dispatch(self, paused: bool) -> None:
         """Stop sending new work items (those in flight go on), or send them again."""
         ...
 
-    def set_max_in_flight(self, limit: int) -> int:
+    async def set_max_in_flight(self, limit: int) -> int:
         """Change the most work items in flight at once (lowering it cancels nothing); returns
         the limit set, within the servers' capacity."""
         ...
 
-    def requeue(self, rollout_id: str) -> str:
+    async def requeue(self, rollout_id: str) -> str:
         """Cancel a work item's rollout on its server and run the item again under a new id;
         returns the new id."""
         ...

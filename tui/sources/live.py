@@ -182,14 +182,14 @@ class EvalSource:
     def dispatch(self) -> DispatchState | None:
         return self.session.control.state()
 
-    def pause_dispatch(self, paused: bool) -> None:
+    async def pause_dispatch(self, paused: bool) -> None:
         if paused:
             self.session.control.pause()
         else:
             self.session.control.resume()
 
-    def set_max_in_flight(self, limit: int) -> int:
+    async def set_max_in_flight(self, limit: int) -> int:
         return self.session.control.set_max_in_flight(limit)
 
-    def requeue(self, rollout_id: str) -> str:
+    async def requeue(self, rollout_id: str) -> str:
         return self.session.control.requeue(rollout_id)

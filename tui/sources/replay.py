@@ -371,13 +371,13 @@ class ReplaySource:
         """The run's dispatch as recorded, up to the replayed moment (nothing to steer)."""
         return self.state.dispatch()
 
-    def pause_dispatch(self, paused: bool) -> None:
+    async def pause_dispatch(self, paused: bool) -> None:
         raise RuntimeError("a replay is read-only")
 
-    def set_max_in_flight(self, limit: int) -> int:
+    async def set_max_in_flight(self, limit: int) -> int:
         raise RuntimeError("a replay is read-only")
 
-    def requeue(self, rollout_id: str) -> str:
+    async def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("a replay is read-only")
 
 
