@@ -22,6 +22,7 @@ from core.eval.control_client import (
     ControlUnavailable,
 )
 from core.eval.control_socket import socket_path
+from core.eval.results.transitions import read_transitions
 from core.types import RolloutStatus
 from tests.polling import eventually
 from tests.tui.helpers import (
@@ -34,6 +35,7 @@ from tests.tui.helpers import (
     row,
     row_text,
     running_rollout,
+    status_line,
     text_of,
     until,
 )
@@ -163,6 +165,105 @@ async def test_an_attached_dashboard_steers_but_leaves_sending_to_the_runs_own(
             await pilot.pause()  # the cursor's first move is handled before the app closes
 
 
+def control_lines(live: Live) -> list[tuple[str, int | None]]:
+    """The run's transitions.jsonl `control` lines: (action, value)."""
+    recording = live.folder / "transitions.jsonl"
+    if not recording.exists():
+        return []
+    lines = read_transitions(recording)
+    return [(line["action"], line.get("value")) for line in lines if line["kind"] == "control"]
+
+
+async def test_p_brackets_and_r_in_an_attached_dashboard_steer_the_run(
+    live_eval: LiveFactory,
+) -> None:
+    rows = [row(**IN_FLIGHT) for _ in range(3)]
+    async with live_eval(rows, max_in_flight=2) as live, running(live):
+        run_board, control = live.source.board, live.source.session.control
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.board.counts()["running"] == 2)
+            await until(pilot, lambda: "2 in flight, max 2" in status_line(app))
+
+            await pilot.press("P")
+            await until(pilot, lambda: "dispatch paused (P resumes)" in status_line(app))
+            assert control.state().paused
+            assert log_lines(app)[-1].endswith(
+                "dispatch paused: no new work item is sent; those in flight go on"
+            )
+
+            await pilot.press("right_square_bracket")
+            await until(pilot, lambda: "2 in flight, max 3" in status_line(app))
+            assert control.state().max_in_flight == 3
+            assert log_lines(app)[-1].endswith("max in flight 3")
+            await asyncio.sleep(0.5)  # paused: the third item waits, though the limit allows it
+            assert len(run_board) == 2 and len(live.entries) == 2
+
+            await pilot.press("P")
+            await until(pilot, lambda: log_lines(app)[-1].endswith("dispatch resumed"))
+            await until(pilot, lambda: "3 in flight, max 3" in status_line(app))
+            assert "dispatch paused" not in status_line(app)
+            assert not control.state().paused and len(run_board) == 3
+
+            old = await running_rollout(pilot, app)
+            await pilot.press("R")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            await until(pilot, lambda: run_board.records[old].requeued_as is not None)
+            new = run_board.records[old].requeued_as
+            assert new is not None
+            said = f"requeued {old[:10]} as {new[:10]}"
+            await until(pilot, lambda: log_lines(app)[-1].endswith(said))
+            await until(pilot, lambda: live.server_status(old) == "cancelled")
+            await until(pilot, lambda: new in app.board.records)
+            again, before = app.board.records[new], app.board.records[old]
+            assert (again.row_index, again.run_index) == (before.row_index, before.run_index)
+            await until(pilot, lambda: "requeued" in row_text(app, old))
+            assert before.requeued_as == new
+            await until(pilot, lambda: "3 in flight, max 3" in status_line(app))
+
+            await pilot.press("left_square_bracket")
+            await until(pilot, lambda: "3 in flight, max 2" in status_line(app))
+            assert "nothing is cancelled" in log_lines(app)[-1]
+            assert sum(1 for record in run_board if record.in_flight) == 3
+            await until(pilot, lambda: len(control_lines(live)) == 4)
+    assert control_lines(live) == [
+        ("pause", None),
+        ("max_in_flight", 3),
+        ("resume", None),
+        ("max_in_flight", 2),
+    ]
+    requeues = [
+        t for t in read_transitions(live.folder / "transitions.jsonl") if t["kind"] == "requeue"
+    ]
+    assert [(t["rollout_id"], t["new_rollout_id"]) for t in requeues] == [(old, new)]
+
+
+async def test_what_the_run_refuses_an_attached_dashboard_is_said_in_its_event_log(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            old = await running_rollout(pilot, app)
+            await pilot.press("R")
+            assert isinstance(app.screen, ConfirmScreen)
+            live.source.session.control.requeue(old)  # while the question is up, by the run
+            await pilot.press("y")
+            await until(pilot, lambda: "could not requeue" in log_lines(app)[-1])
+            assert log_lines(app)[-1].endswith(
+                f"could not requeue {old[:10]}: rollout {old} is no work item's attempt in flight"
+            )
+            await live.source.close()  # the run ends: what is asked now cannot reach it
+            await until(pilot, lambda: app.source.finished)
+            assert app.source.dispatch() == live.source.dispatch(), "the last one is kept"
+            app.control_flow.step_limit(1)  # as if `]` had come just before the end
+            await until(pilot, lambda: "max in flight" in log_lines(app)[-1])
+            assert log_lines(app)[-1].endswith(
+                "could not change max in flight: the run is over: nothing can be sent to it"
+            )
+
+
 async def test_several_viewers_each_get_every_change(live_eval: LiveFactory) -> None:
     async with live_eval([row(sleep=1.0), row(sleep=1.0), row(**IN_FLIGHT)]) as live:
         async with running(live):
@@ -217,6 +318,7 @@ async def test_steering_with_bad_arguments_is_refused_clearly(live_eval: LiveFac
             # Nothing of it reached the run's controls.
             state = live.source.dispatch()
             assert state is not None and state.max_in_flight == 8 and not state.paused
+            assert client.dispatch == state
         finally:
             await client.close()
             await following
