@@ -78,6 +78,8 @@ class AttachedRun:
     pid: int | None
     local_run_id: str | None
     created_at: str | None
+    #: The run's working directory: where its next steps' commands and paths hold.
+    cwd: Path | None
 
 
 @dataclass(frozen=True)
@@ -385,6 +387,7 @@ def _identity(run: dict[str, Any], folder: Path) -> AttachedRun:
         pid=int_of(run.get("pid")),
         local_run_id=text_of(run.get("local_run_id")),
         created_at=text_of(run.get("created_at")),
+        cwd=Path(cwd) if (cwd := text_of(run.get("cwd"))) else None,
     )
 
 

@@ -41,7 +41,8 @@ rollout that is no work item in flight, a limit before the servers are up) is an
 
 IDENTITY: `name`, `model`, `dataset`, `rollout`, `folder` and `previews` (absolute paths, the
 latter null without live previews), `local_run_id`, `pid` (the run's process), `created_at`
-(the manifest's: ISO 8601 UTC).
+(the manifest's: ISO 8601 UTC), `cwd` (the run's working directory, absolute: its ENDING's
+paths and commands are relative to it; added in version 1, a viewer may find it missing).
 
 STATE: `progress` (`core.eval.results.metrics.Progress`'s fields), `servers` (`url`, `state`,
 `restarts`, `detail`, `watched`), `model` (the board's `calls`, `tokens`, `cost_usd`),

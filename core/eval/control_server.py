@@ -152,6 +152,8 @@ class ControlEndpoint:
             "previews": str(previews.absolute()) if previews is not None else None,
             "local_run_id": folder.local_run_id if folder is not None else None,
             "pid": os.getpid(),
+            # The paths and commands of the end's next steps are relative to it.
+            "cwd": os.getcwd(),
             "created_at": folder.created_at if folder is not None else None,
         }
 

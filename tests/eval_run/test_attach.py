@@ -151,6 +151,8 @@ async def test_dashboards_attached_to_a_headless_run_watch_it_cancel_and_detach(
             assert ending is not None
             assert f"Run {name} stopped before every work item finished" in ending.reason
             assert any(f"--name {name}" in step for step in ending.next_steps)
+            # The run's commands hold in its directory, not in this viewer's.
+            assert ending.next_steps[-1] == f"Run these from the run's directory: cd {tmp_path}"
             assert not last.source.can_send
             last_view = board_view(last.board)
             last_counts = counts_view(last.board)

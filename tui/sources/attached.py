@@ -12,6 +12,7 @@ Sending rollouts by hand (a new one, a re-run) stays with the process that runs 
 from __future__ import annotations
 
 from pathlib import Path
+from shlex import quote
 
 from core.eval.control_client import ControlClient
 from core.eval.dispatch_gate import DispatchState
@@ -63,7 +64,12 @@ class AttachedSource:
             client = self.client
             end = client.ending
             if end is not None:
-                self._ending = RunEnding(end.reason, end.problem, end.next_steps, end.complete)
+                steps = end.next_steps
+                where = client.run.cwd
+                if steps and where is not None and where != Path.cwd():
+                    # Its commands and paths are the run's, relative to where it runs.
+                    steps = (*steps, f"Run these from the run's directory: cd {quote(str(where))}")
+                self._ending = RunEnding(end.reason, end.problem, steps, end.complete)
             elif client.lost is not None:
                 self._ending = RunEnding(
                     f"Lost run {client.run.name}: {client.lost}",
