@@ -89,6 +89,8 @@ TransitionHook = Callable[[RolloutRecord, PhaseMark], None]
 CancelHook = Callable[[RolloutRecord, CancelRequest], None]
 #: Called with a record when the board stops tracking it (`stop_tracking`).
 UntrackHook = Callable[[RolloutRecord], None]
+#: Called with the record of a rollout its server never admitted (`record_not_admitted`).
+NotAdmittedHook = Callable[[RolloutRecord], None]
 
 
 class RolloutBoard:
@@ -102,17 +104,20 @@ class RolloutBoard:
         on_transition: TransitionHook | None = None,
         on_cancel: CancelHook | None = None,
         on_untrack: UntrackHook | None = None,
+        on_not_admitted: NotAdmittedHook | None = None,
     ) -> None:
         """`redact` masks secrets in the error texts the board keeps (a server's err_message
         may quote the LLM key), so no front end can show or export them. `on_transition` is
         called for every status a record observes, in order, `on_cancel` when a cancel is
-        asked for and when it is answered, and `on_untrack` when tracking stops: the run's
+        asked for and when it is answered, `on_untrack` when tracking stops, and
+        `on_not_admitted` for a rollout its server never admitted: the run's
         transitions.jsonl is written from them."""
         self.started_at = time.monotonic()
         self._redact = redact
         self._on_transition = on_transition
         self._on_cancel = on_cancel
         self._on_untrack = on_untrack
+        self._on_not_admitted = on_not_admitted
         self.records: dict[str, RolloutRecord] = {}
         self.stuck_after_sec = stuck_after_sec
         # The first is `take_changes`'s; the others are `subscribe`'s.
@@ -193,8 +198,10 @@ class RolloutBoard:
         run_index: int | None = None,
         source_row_index: int | None = None,
         server: str = "",
+        submitted_at: float | None = None,
     ) -> RolloutRecord:
-        """A rollout the server never accepted (protocol error, admission deadline, refused)."""
+        """A rollout the server never accepted (protocol error, admission deadline, refused),
+        sent at `submitted_at` (default: now)."""
         record = RolloutRecord(
             rollout_id=rollout_id,
             row_index=row_index,
@@ -202,12 +209,14 @@ class RolloutBoard:
             source_row_index=source_row_index,
             options=options,
             server=server,
-            submitted_at=time.monotonic(),
+            submitted_at=time.monotonic() if submitted_at is None else submitted_at,
             observed=RecordedRollout(grade=options.grade if options is not None else None),
             admission_error=self._clean(error if isinstance(error, str) else describe_error(error)),
             redact=self._redact,
         )
         self._add(record)
+        if self._on_not_admitted is not None:
+            self._on_not_admitted(record)
         return record
 
     def observe(

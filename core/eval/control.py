@@ -46,6 +46,9 @@ class RunControl:
     def steer(self, runner: EvalRunner) -> None:
         """The runner exists: the controls act on it."""
         self._runner = runner
+        transitions = self._transitions
+        if transitions is not None:  # a replay shows the limit from the start
+            transitions.dispatch(runner.gate.limit, t=transitions.elapsed())
         if self._paused_early:
             runner.pause_dispatch()
 

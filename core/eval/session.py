@@ -83,6 +83,7 @@ class EvalSession:
             on_transition=self._write_transition,
             on_cancel=self._write_cancel,
             on_untrack=self.control.untracked,
+            on_not_admitted=self._write_not_admitted,
         )
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
@@ -621,6 +622,20 @@ class EvalSession:
             disposition=cancel.disposition,
             error=cancel.error,
             reply_t=transitions.elapsed() if answered else None,
+        )
+
+    def _write_not_admitted(self, record: RolloutRecord) -> None:
+        """The board's `on_not_admitted`: a rollout its server never admitted, and why."""
+        transitions = self._transitions
+        if transitions is None:
+            return
+        transitions.not_admitted(
+            record.rollout_id,
+            record.row_index,
+            record.run_index,
+            source_row_index=record.source_row_index,
+            t=transitions.elapsed(record.submitted_at),
+            error=record.admission_error or "not admitted",
         )
 
     def _write_results(

@@ -37,6 +37,7 @@ from tests.eval_run.servers import start_served_demo
 from tests.polling import eventually, eventually_sync
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.reliability.proxy import proxy_to
+from tui.sources.replay import ReplaySource
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -320,8 +321,17 @@ async def test_a_server_that_starts_draining_mid_run_stops_it_and_keeps_what_fin
     assert summary.problem is not None
     assert summary.problem.startswith("no rollout server accepted rollouts within 1 s")
     assert any(f"server {url} draining" in notice for notice in run.notices)
-    refused = [r.admission_error for r in run.session.board if r.admission_error]
-    assert refused and all("POST /rollout returned 503" in (e or "") for e in refused)
+    refused = {r.rollout_id: r.admission_error for r in run.session.board if r.admission_error}
+    assert refused and all("POST /rollout returned 503" in (e or "") for e in refused.values())
+    # transitions.jsonl keeps each, and a replay shows them as the run's board did.
+    lines = read_jsonl(summary.folder / "transitions.jsonl")
+    written = {t["rollout_id"]: t for t in lines if t["kind"] == "not_admitted"}
+    assert {rid: t["error"] for rid, t in written.items()} == refused
+    assert all(isinstance(t["row_index"], int) and t["run_index"] == 0 for t in written.values())
+    replay = ReplaySource(summary.folder)
+    replay.to_end()
+    assert {r.rollout_id: r.admission_error for r in replay.board if r.admission_error} == refused
+    assert replay.warnings == []
     # What was in flight when it began draining still finished; each item once.
     events = read_jsonl(events_path)
     assert 3 <= len(events) < rows

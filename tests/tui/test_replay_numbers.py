@@ -169,6 +169,8 @@ async def test_a_run_with_a_requeue_and_a_rollout_sent_by_hand_replays_with_its_
     replayed_dispatch = replayed.dispatch()
     assert live_dispatch is not None and replayed_dispatch is not None
     assert replayed_dispatch.manual == live_dispatch.manual == 1
+    # The limit the run began with, and kept: its `dispatch` line says it.
+    assert replayed_dispatch.max_in_flight == live_dispatch.max_in_flight == 8
     summary = json.loads((live.folder / "metrics.json").read_text())["summary"]
     progress = live_shown["progress"]
     assert (progress["done"], progress["passed"]) == (summary["total_samples"], summary["passed"])

@@ -21,6 +21,7 @@ from tests.tui.recordings import (
     board_state,
     numbers,
     played_to_the_end,
+    write_jsonl,
     write_steered_run,
 )
 from tui.sources.replay import ReplaySource
@@ -226,3 +227,47 @@ def test_an_invocation_that_ended_no_longer_follows_what_it_had_in_flight(
     assert records[last].in_flight is followed_at_the_end
     assert source.progress().in_flight == int(followed_at_the_end)
     assert source.notes[0] == (0.2, "invocation 1 ended with 1 in flight, no longer followed")
+
+
+def test_a_rollout_never_admitted_and_the_limit_the_run_began_with_are_played(
+    tmp_path: Path,
+) -> None:
+    never = "e" * 32
+    path = write_jsonl(
+        tmp_path / "run" / "transitions.jsonl",
+        [
+            {"kind": "session", "t": 0.0, "started_at": "2026-03-01T12:00:00Z"},
+            {"kind": "dispatch", "max_in_flight": 3, "t": 0.0},
+            {
+                "kind": "status",
+                "rollout_id": A,
+                "status": "queued",
+                "t": 0.1,
+                "row_index": 0,
+                "run_index": 0,
+            },
+            {
+                "kind": "not_admitted",
+                "rollout_id": never,
+                "row_index": 1,
+                "run_index": 0,
+                "source_row_index": 7,
+                "t": 0.2,
+                "error": "POST /rollout returned 503",
+            },
+            {"kind": "not_admitted", "t": 0.3, "error": "no id"},
+            {"kind": "dispatch", "t": 0.4},
+        ],
+    )
+    source = ReplaySource(path)
+    source.to_end()
+    record = source.board.records[never]
+    assert record.admission_error == "POST /rollout returned 503"
+    assert (record.row_index, record.run_index, record.source_row_index) == (1, 0, 7)
+    assert record.submitted_at - source.board.started_at == pytest.approx(0.2)
+    dispatch = source.dispatch()
+    assert dispatch is not None and dispatch.max_in_flight == 3
+    assert source.warnings == [
+        f"{path}: skipped a not_admitted line without a rollout id",
+        f"{path}: skipped a dispatch line without its limit",
+    ]

@@ -63,6 +63,18 @@ class CancelAnswered:
 
 
 @dataclass(frozen=True)
+class NotAdmitted:
+    """A rollout sent at `t` that its server never admitted, and why."""
+
+    t: float
+    rollout_id: str
+    row_index: int | None
+    run_index: int | None
+    source_row_index: int | None
+    error: str
+
+
+@dataclass(frozen=True)
 class Untracked:
     """The run stopped following the rollout; its server kept it until its lease ended."""
 
@@ -97,6 +109,14 @@ class DispatchSteered:
     t: float
     action: str
     value: int | None
+
+
+@dataclass(frozen=True)
+class DispatchStarted:
+    """The run began sending work items, at most `max_in_flight` at once."""
+
+    t: float
+    max_in_flight: int
 
 
 @dataclass(frozen=True)
@@ -140,10 +160,12 @@ ReplayEvent = (
     StatusSeen
     | CancelAsked
     | CancelAnswered
+    | NotAdmitted
     | Untracked
     | SentByHand
     | Requeued
     | DispatchSteered
+    | DispatchStarted
     | SessionStarted
     | SessionEnded
     | ModelCallSeen
@@ -210,6 +232,13 @@ class _TransitionsReader:
             else:
                 self.warnings.append(f"{self.path}: skipped a control line without an action")
             return
+        if kind == "dispatch":
+            limit = _int_or_none(record.get("max_in_flight"))
+            if limit is not None:
+                self.events.append(DispatchStarted(self._at(record["t"]), limit))
+            else:
+                self.warnings.append(f"{self.path}: skipped a dispatch line without its limit")
+            return
         if not isinstance(rollout_id, str):
             if kind in ROLLOUT_KINDS:
                 self.warnings.append(f"{self.path}: skipped a {kind} line without a rollout id")
@@ -233,6 +262,15 @@ class _TransitionsReader:
             return self._cancel(record, rollout_id)
         if kind == "untrack":
             return Untracked(self._at(record["t"]), rollout_id)
+        if kind == "not_admitted":
+            return NotAdmitted(
+                self._at(record["t"]),
+                rollout_id,
+                _int_or_none(record.get("row_index")),
+                _int_or_none(record.get("run_index")),
+                _int_or_none(record.get("source_row_index")),
+                _text(record.get("error")) or "not admitted",
+            )
         if kind == "manual":
             rerun_of = record.get("rerun_of")
             return SentByHand(
@@ -298,7 +336,9 @@ class _TransitionsReader:
 
 
 #: The kinds of lines about one rollout.
-ROLLOUT_KINDS = frozenset({"status", "cancel_request", "untrack", "manual", "requeue"})
+ROLLOUT_KINDS = frozenset(
+    {"status", "cancel_request", "not_admitted", "untrack", "manual", "requeue"}
+)
 _STATUSES = {status.value: status for status in RolloutStatus}
 
 

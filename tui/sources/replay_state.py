@@ -29,8 +29,10 @@ from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSampl
 from tui.sources.recording import (
     CancelAnswered,
     CancelAsked,
+    DispatchStarted,
     DispatchSteered,
     ModelCallSeen,
+    NotAdmitted,
     ReplayEvent,
     Requeued,
     ResultSeen,
@@ -96,6 +98,16 @@ class ReplayState:
             self._note(event.t, f"cancel requested for {event.rollout_id[:10]}")
         elif isinstance(event, CancelAnswered):
             self._cancel_answered(event, at)
+        elif isinstance(event, NotAdmitted):
+            if event.rollout_id not in self.board.records:  # one row per rollout, as live
+                self.board.record_not_admitted(
+                    event.rollout_id,
+                    event.error,
+                    row_index=event.row_index,
+                    run_index=event.run_index,
+                    source_row_index=event.source_row_index,
+                    submitted_at=at,
+                )
         elif isinstance(event, Untracked):
             if self.board.stop_tracking([event.rollout_id]):
                 self._note(
@@ -109,7 +121,13 @@ class ReplayState:
             self._run_event(event)
 
     def _run_event(
-        self, event: SentByHand | Requeued | DispatchSteered | SessionStarted | SessionEnded
+        self,
+        event: SentByHand
+        | Requeued
+        | DispatchSteered
+        | DispatchStarted
+        | SessionStarted
+        | SessionEnded,
     ) -> None:
         """What was done to the run rather than seen of a rollout: said in the notes (an
         invocation that ended also stops following what it had in flight)."""
@@ -123,6 +141,8 @@ class ReplayState:
             if record is not None:  # shown with its cancel, whose lines follow
                 record.requeued_as = event.new_rollout_id
             self._note(event.t, f"requeued {event.rollout_id[:10]} as {event.new_rollout_id[:10]}")
+        elif isinstance(event, DispatchStarted):
+            self.max_in_flight = event.max_in_flight
         elif isinstance(event, DispatchSteered):
             if event.action in ("pause", "resume"):
                 self.dispatch_paused = event.action == "pause"

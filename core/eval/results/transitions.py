@@ -24,6 +24,10 @@ would be null are left out:
   (`cancelled_queued`, `cancelled_running`, `not_found`) or `error` (a failed request) and
   `reply_t`, when the answer came. The last line per rollout and `t` is the latest word;
   logs of older versions hold only the answered line, without `reply_t`.
+- `{"kind": "not_admitted", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?,
+  "t", "error"}`: the rollout was sent at `t` and its server never admitted it (refused, a
+  protocol error, no answer in time); `error` says why, with secrets masked. A work item's
+  is journaled as its failure (or sent again, when its server was lost).
 - `{"kind": "untrack", "rollout_id", "row_index"?, "run_index"?, "t"}`: the run stopped
   following the rollout at `t` (the dashboard's `x`, an interrupt that leaves the rollouts in
   flight to their leases, a rollout that did not end after its cancel); the server keeps it
@@ -36,6 +40,8 @@ would be null are left out:
   work item of `rollout_id` runs again under `new_rollout_id`: the old one is cancelled (its
   `cancel_request` lines follow) and its outcome is not the item's; the new one's status
   lines follow once dispatch sends it (a run that ends first never does).
+- `{"kind": "dispatch", "max_in_flight", "t"}`: the run began sending work items, at most
+  `max_in_flight` at once (what `control` lines change later).
 - `{"kind": "control", "action", "value"?, "t"}`: the run's dispatch was steered: `action`
   `pause` (no new work item is sent; those in flight go on), `resume`, or `max_in_flight`
   with the limit set as `value` (within the servers' capacity).
@@ -200,6 +206,29 @@ class TransitionLog(AppendFile):
             }
         )
 
+    def not_admitted(
+        self,
+        rollout_id: str,
+        row_index: int | None,
+        run_index: int | None,
+        *,
+        t: float,
+        error: str,
+        source_row_index: int | None = None,
+    ) -> None:
+        """A rollout sent at `t` that its server never admitted, and why."""
+        self._write(
+            {
+                "kind": "not_admitted",
+                "rollout_id": rollout_id,
+                "row_index": row_index,
+                "run_index": run_index,
+                "source_row_index": source_row_index,
+                "t": t,
+                "error": error,
+            }
+        )
+
     def untrack(
         self, rollout_id: str, row_index: int | None, run_index: int | None, *, t: float
     ) -> None:
@@ -248,6 +277,10 @@ class TransitionLog(AppendFile):
                 "t": t,
             }
         )
+
+    def dispatch(self, max_in_flight: int, *, t: float) -> None:
+        """The run began sending work items at `t`, at most `max_in_flight` at once."""
+        self._write({"kind": "dispatch", "max_in_flight": max_in_flight, "t": t})
 
     def control(self, action: str, *, t: float, value: int | None = None) -> None:
         """The dispatch was steered at `t`: `pause`, `resume`, or `max_in_flight` = `value`."""
