@@ -53,9 +53,14 @@ async def test_the_model_going_down_mid_run_fails_every_rollout_as_agent_error(
         cutting: list[asyncio.Task[None]] = []
 
         def cut_the_model_off(session: EvalSession) -> None:
-            # The preflight has passed once the first rollout is on the board.
+            # Once the preflight has passed (the gateway is up) and before any rollout can
+            # call the model: the run has its servers to reach and a rollout to admit first,
+            # several round trips on this loop. (Waiting for a rollout on the board let a
+            # fast one finish its call first on a busy machine.)
             async def cut() -> None:
-                await eventually(lambda: len(session.board) > 0, "a rollout on the board")
+                await eventually(
+                    lambda: session.gateway is not None, "the model's preflight", interval=0.001
+                )
                 proxy.mode = "drop"
                 proxy.cut()
 
