@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from server_stub.serving import serve_in_loop
+from tests.hostile_heads import CHECKS, Check
 
 Serve = Callable[..., AbstractAsyncContextManager[str]]
 
@@ -23,6 +24,14 @@ def serve() -> Serve:
         return serve_in_loop(app, **overrides)
 
     return _serve
+
+
+@pytest.fixture(params=CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
+def hostile_check(request: pytest.FixtureRequest) -> Check:
+    """Each check of `tests.hostile_heads` in turn: a test that takes it runs once per check,
+    against the `start` of the server it tests."""
+    check: Check = request.param
+    return check
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ and the checks every server we run must pass against them (`server_stub.http_lim
 
 Raw sockets on the running event loop, which the servers under test share. A check is given
 `start(**limits)`: an async context manager serving the app under test held to
-`HttpLimits(**limits)`, yielding a `Listener`. Nothing here measures time: a server that should
+`HttpLimits(**limits)`, yielding a `Listener`; `CHECKS` are all of them, and a server's tests
+run each against its own `start` through the `hostile_check` fixture (tests/conftest.py).
+Nothing here measures time: a server that should
 close a connection and does not fails the check after `HANG_SEC`, and the configured timeouts
 are short only so that the checks are quick.
 """
@@ -45,6 +47,7 @@ class Listener:
 
 
 Start = Callable[..., AbstractAsyncContextManager[Listener]]
+Check = Callable[[Start], Awaitable[None]]
 
 
 def port_of(url: str) -> int:
@@ -233,3 +236,13 @@ async def check_half_open_connections_are_reclaimed(start: Start) -> None:
             answers = [await read_to_close(reader) for reader in readers]
         assert {status_of(answer) for answer in answers} == {408}
         assert await ask(listener) == listener.answered
+
+
+#: Every check, in the order a server's tests run them.
+CHECKS: tuple[Check, ...] = (
+    check_an_endless_header_is_cut_off,
+    check_too_many_headers_are_refused,
+    check_a_stalled_head_is_closed,
+    check_half_open_connections_past_the_limit,
+    check_half_open_connections_are_reclaimed,
+)

@@ -18,16 +18,7 @@ from core.eval.upstreams import OpenAICompatibleUpstream
 from tests.gateway.conftest import UPSTREAM_KEY
 from tests.gateway.fake_upstream import FakeUpstream
 from tests.gateway.helpers import chat_body, post_chat
-from tests.hostile_heads import (
-    Listener,
-    Start,
-    check_a_stalled_head_is_closed,
-    check_an_endless_header_is_cut_off,
-    check_half_open_connections_are_reclaimed,
-    check_half_open_connections_past_the_limit,
-    check_too_many_headers_are_refused,
-    port_of,
-)
+from tests.hostile_heads import Check, Listener, Start, port_of
 
 
 def upstream(url: str) -> OpenAICompatibleUpstream:
@@ -50,30 +41,9 @@ def start(fake_url: str) -> Start:
     return serving
 
 
-async def test_an_endless_header_value_is_cut_off_while_others_are_answered(
-    start: Start,
-) -> None:
-    await check_an_endless_header_is_cut_off(start)
-
-
-async def test_more_headers_than_the_limit_are_refused_431(start: Start) -> None:
-    await check_too_many_headers_are_refused(start)
-
-
-async def test_a_stalled_or_trickled_head_is_closed_after_the_header_timeout(
-    start: Start,
-) -> None:
-    await check_a_stalled_head_is_closed(start)
-
-
-async def test_half_open_connections_past_the_limit_are_refused_not_waited_for(
-    start: Start,
-) -> None:
-    await check_half_open_connections_past_the_limit(start)
-
-
-async def test_half_open_connections_are_reclaimed_by_the_header_timeout(start: Start) -> None:
-    await check_half_open_connections_are_reclaimed(start)
+async def test_hostile_heads_are_bounded(start: Start, hostile_check: Check) -> None:
+    """Each check of `tests.hostile_heads`, against the model gateway."""
+    await hostile_check(start)
 
 
 async def test_a_big_chat_call_with_many_headers_is_within_the_limits(

@@ -15,13 +15,9 @@ from server_stub.http_limits import HttpLimits
 from server_stub.serving import serve_in_loop
 from tests.hostile_heads import (
     SHORT_SEC,
+    Check,
     Listener,
     Start,
-    check_a_stalled_head_is_closed,
-    check_an_endless_header_is_cut_off,
-    check_half_open_connections_are_reclaimed,
-    check_half_open_connections_past_the_limit,
-    check_too_many_headers_are_refused,
     exchange,
     port_of,
     read_answer,
@@ -48,28 +44,9 @@ def start() -> Start:
     return serving
 
 
-async def test_an_endless_header_value_is_cut_off_while_health_answers(start: Start) -> None:
-    await check_an_endless_header_is_cut_off(start)
-
-
-async def test_more_headers_than_the_limit_are_refused_431(start: Start) -> None:
-    await check_too_many_headers_are_refused(start)
-
-
-async def test_a_stalled_or_trickled_head_is_closed_after_the_header_timeout(
-    start: Start,
-) -> None:
-    await check_a_stalled_head_is_closed(start)
-
-
-async def test_half_open_connections_past_the_limit_are_refused_not_waited_for(
-    start: Start,
-) -> None:
-    await check_half_open_connections_past_the_limit(start)
-
-
-async def test_half_open_connections_are_reclaimed_by_the_header_timeout(start: Start) -> None:
-    await check_half_open_connections_are_reclaimed(start)
+async def test_hostile_heads_are_bounded(start: Start, hostile_check: Check) -> None:
+    """Each check of `tests.hostile_heads`, against the rollout server."""
+    await hostile_check(start)
 
 
 async def test_the_header_timeout_leaves_a_kept_alive_connection_alone(start: Start) -> None:
