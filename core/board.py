@@ -450,14 +450,19 @@ class RolloutBoard:
 
     # -- actions ---------------------------------------------------------------------------
 
+    def can_cancel(self, record: RolloutRecord) -> bool:
+        """Whether its server can still be asked to cancel it: not over as far as we know, and
+        sent from here (a client to ask). Untracked ones too: they still run on their server.
+        The rollouts `cancel_on_server` sends a request for, and the dashboard offers to."""
+        return not record.finished and record.client is not None
+
     async def cancel_on_server(self, ids: Iterable[str]) -> dict[str, str]:
         """Ask each rollout's server to cancel it; returns a disposition or an error per id.
 
         Finished, not-admitted and unknown ids are skipped. The terminal `cancelled` arrives
         later through polling (an untracked rollout's we will not see).
         """
-        targets = [r for r in map(self.records.get, ids) if r is not None and r.client is not None]
-        targets = [r for r in targets if not r.finished]
+        targets = [r for r in map(self.records.get, ids) if r is not None and self.can_cancel(r)]
         answers = await asyncio.gather(*(self._cancel_one(r) for r in targets))
         return dict(zip((r.rollout_id for r in targets), answers, strict=True))
 

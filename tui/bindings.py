@@ -14,7 +14,6 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 
 from core.rollout_record import RolloutRecord
-from tui.flows.cancel import can_cancel
 from tui.sources.attached import AttachedSource
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
@@ -325,7 +324,7 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
     if action in OWNER_ACTIONS and isinstance(source, AttachedSource):
         return False
     if action == "cancel_server":
-        return (source.can_send and record is not None and can_cancel(record)) or None
+        return (source.can_send and record is not None and source.board.can_cancel(record)) or None
     if action == "cancel_marked":
         return source.can_send or None
     if action == "untrack":

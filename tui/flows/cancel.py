@@ -17,13 +17,6 @@ if TYPE_CHECKING:
 QUOTED_ANSWERS = 3
 
 
-def can_cancel(record: RolloutRecord) -> bool:
-    """Whether its server can still be asked to cancel it: not over as far as we know, and
-    sent from here (a client to ask). Untracked ones too: they still run on their server.
-    The same rollouts `RolloutBoard.cancel_on_server` sends a request for."""
-    return not record.finished and record.client is not None
-
-
 class CancelFlow:
     """Asks, then cancels; the rows show the outcome as the board's changes come in."""
 
@@ -32,7 +25,7 @@ class CancelFlow:
 
     def ask_one(self, record: RolloutRecord) -> None:
         """`c`: the selected rollout, if its server can still cancel it."""
-        if not can_cancel(record):
+        if not self.app.board.can_cancel(record):
             return
         question = Text.assemble(
             "Cancel rollout ",
@@ -56,7 +49,7 @@ class CancelFlow:
         chosen = [r for r in records.values() if r.rollout_id in table.marks] or [
             records[rid] for rid in table.order
         ]
-        targets = [record for record in chosen if can_cancel(record)]
+        targets = [record for record in chosen if app.board.can_cancel(record)]
         if not targets:
             app.report(f"nothing to cancel: the {scope} rollouts are over", severity="warning")
             return
