@@ -23,11 +23,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from copy import deepcopy
 from functools import cached_property
-from types import TracebackType
 from typing import Any
 
 import httpx
 
+from core.async_closing import AsyncClosing
 from core.eval.gateway_errors import LiteLLMUnavailable, UpstreamError, answer_status
 from core.eval.gateway_payloads import error_message
 from core.eval.upstreams import UpstreamReply, inference_fields, masker
@@ -99,7 +99,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         link = link.__cause__ or link.__context__
 
 
-class LiteLLMUpstream:
+class LiteLLMUpstream(AsyncClosing):
     """`model_path` (`provider/model`) through `litellm.acompletion`, never streaming."""
 
     def __init__(
@@ -265,17 +265,6 @@ class LiteLLMUpstream:
         if callable(closer):
             with suppress(Exception):
                 await closer()
-
-    async def __aenter__(self) -> LiteLLMUpstream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _int_or_none(value: Any) -> int | None:
