@@ -327,11 +327,17 @@ class DetailsPane(VerticalScroll):
     }
     """
 
+    body: Static
+    """What the pane shows; `show` fills it."""
+
     def compose(self):  # type: ignore[no-untyped-def]
-        yield Static(id="details-body")
+        # Kept, not queried for: the once-a-second refresh of an open pane can come while the
+        # app closes, after the body has been removed, and then fills a widget nobody sees.
+        self.body = Static(id="details-body")
+        yield self.body
 
     def show(self, record: RolloutRecord | None, board: RolloutBoard, now: float) -> None:
-        body = self.query_one("#details-body", Static)
+        body = self.body
         if record is None:
             body.update(Text("no rollout selected", "dim"))
         else:
