@@ -33,6 +33,7 @@ from core.eval.dispatch_gate import DispatchGate
 from core.eval.errors import EvalError
 from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
+from core.eval.safe_text import quote_text
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
 from core.handle import RolloutHandle
 from core.rollout_record import RequestOptions, RolloutRecord
@@ -196,7 +197,11 @@ class EvalRunner:
         item = self._attempts.get(rollout_id)
         record = self.board.records.get(rollout_id)
         if item is None or record is None or record.finished:
-            raise ControlRefused(f"rollout {rollout_id} is no work item's attempt in flight")
+            # The id is the asker's own text (a viewer's, over the control socket): escaped,
+            # so that one holding a line break cannot write lines of its own into a log.
+            raise ControlRefused(
+                f"rollout {quote_text(rollout_id)} is no work item's attempt in flight"
+            )
         del self._attempts[rollout_id]
         new_id = uuid.uuid4().hex
         self._next_ids[item.key] = new_id

@@ -255,7 +255,9 @@ async def test_viewers_of_a_headless_run_pause_resize_and_requeue_its_dispatch(
         for refused in (done, old):
             with pytest.raises(ControlActionError) as answer:
                 await steering.requeue(refused)
-            assert str(answer.value) == f"rollout {refused} is no work item's attempt in flight"
+            assert str(answer.value) == (
+                f'rollout "{refused}" is no work item\'s attempt in flight'
+            )
         assert run.process.poll() is None
         assert dispatch_of(steering) == DispatchState(paused=True, max_in_flight=2, in_flight=2)
 

@@ -293,6 +293,22 @@ async def test_requeue_cancels_the_rollout_and_journals_the_item_once_under_its_
     ]
 
 
+async def test_a_refused_requeue_quotes_the_id_it_was_given_escaped(tmp_path: Path) -> None:
+    """The id is the asker's text: one with a line break and a terminal escape in it is named
+    on one line, escaped, so it cannot forge a log line or steer the terminal showing it."""
+    async with steered_eval(tmp_path, 1, max_in_flight=1) as run:
+        await eventually(lambda: Held.running == 1, "the rollout in the workflow")
+        forged = "r1\n12:00:00 INFO [control] work item requeued\x1b[2J"
+        with pytest.raises(ControlRefused) as refused:
+            run.session.control.requeue(forged)
+        assert str(refused.value) == (
+            'rollout "r1\\n12:00:00 INFO [control] work item requeued\\x1b[2J" '
+            "is no work item's attempt in flight"
+        )
+        summary = await run.finish()
+    assert summary.status == "complete"
+
+
 async def test_a_requeue_while_paused_waits_for_the_resume(tmp_path: Path) -> None:
     async with steered_eval(tmp_path, 1, max_in_flight=1) as run:
         await eventually(lambda: Held.running == 1, "the rollout in the workflow")

@@ -252,7 +252,8 @@ async def test_what_the_run_refuses_an_attached_dashboard_is_said_in_its_event_l
             await pilot.press("y")
             await until(pilot, lambda: "could not requeue" in log_lines(app)[-1])
             assert log_lines(app)[-1].endswith(
-                f"could not requeue {old[:10]}: rollout {old} is no work item's attempt in flight"
+                f'could not requeue {old[:10]}: rollout "{old}" '
+                "is no work item's attempt in flight"
             )
             await live.source.close()  # the run ends: what is asked now cannot reach it
             await until(pilot, lambda: app.source.finished)
