@@ -5,58 +5,33 @@ rendered once into a cached `Strip` and kept until that rollout changes; a repai
 only the visible lines whose rollout changed. The cursor is a rollout id, not a line number,
 so it follows its rollout through sorts, filters and inserts. Rows are tinted by their state
 (row_states.py); the sorted column's header carries the sort's marker, and a click on a
-header asks for that column's sort (`HeaderSelected`).
+header asks for that column's sort (`HeaderSelected`). The lines themselves are drawn by
+table_strips.py, from the columns of table_columns.py.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import ClassVar
 
-from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
-from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
 
 from core.board import RolloutBoard
 from core.rollout_record import RolloutRecord
-from tui.widgets.phase_track import CONNECTOR, phase_cells
-from tui.widgets.row_states import TINTS, TINTS_CSS, row_tint
+from tui.widgets.row_states import TINTS, TINTS_CSS
 from tui.widgets.sorting import SORT_COLUMNS
-from tui.widgets.table_columns import (
-    PHASE_TRACK_WIDTH,
-    Layout,
-    cell,
-    header_cells,
-    layout_columns,
-    row_cells,
-)
+from tui.widgets.table_columns import Layout, column_at, layout_columns
+from tui.widgets.table_strips import header_strip, overlay, row_strip
 from tui.widgets.table_view import TableView
+from tui.widgets.whole_cell_scrollbar import WholeCellScrollBarRender
 
 Clock = Callable[[], float]
-
-
-def _overlay(strip: Strip, style: Style) -> Strip:
-    """`style` over every segment's own (`Strip.apply_style` applies it underneath, so a
-    cell's background would hide the cursor's)."""
-    return Strip(Segment.apply_style(strip, post_style=style), strip.cell_length)
-
-
-class WholeCellScrollBarRender(ScrollBarRender):
-    """A scrollbar whose thumb starts and ends on whole cells.
-
-    Textual draws a thumb's ends in eighths of a cell (`▁` … `▇`). Over thousands of rows the
-    thumb is one cell, drawn as two such halves: a lone `▅` that creeps along the table's
-    edge as rows arrive, and reads as a stray glyph, not as a scrollbar.
-    """
-
-    VERTICAL_BARS: ClassVar[list[str]] = [" "] * len(ScrollBarRender.VERTICAL_BARS)
 
 
 class RolloutTable(ScrollView, can_focus=True):
@@ -356,18 +331,9 @@ class RolloutTable(ScrollView, can_focus=True):
         index = int(self.scroll_offset.y) + y - 1
         return self.order[index] if y >= 1 and 0 <= index < len(self.order) else None
 
-    def column_at(self, x: int) -> str | None:
-        """The key of the column drawn at `x` (None past the last)."""
-        left = 0
-        for column, width in self._layout:
-            if left <= x < left + width:
-                return column.key
-            left += width
-        return None
-
     def on_click(self, event: events.Click) -> None:
         if event.y == 0:
-            column = self.column_at(event.x)
+            column = column_at(self._layout, event.x)
             if column in SORT_COLUMNS:
                 self.post_message(self.HeaderSelected(column))
             return
@@ -466,41 +432,28 @@ class RolloutTable(ScrollView, can_focus=True):
                 0, width, base
             )
         if rollout_id == self.cursor_id:
-            strip = _overlay(strip, self._background("rollout-table--cursor"))
+            strip = overlay(strip, self._background("rollout-table--cursor"))
         return strip
 
     def _render_header(self, base: Style, width: int) -> Strip:
-        style = base + self.get_component_rich_style("rollout-table--header")
-        sorted_style = base + self.get_component_rich_style("rollout-table--sorted")
-        sort = self.view.sort
-        segments = [
-            Segment(text, sorted_style if sorted_here else style)
-            for text, sorted_here in header_cells(self._layout, sort.column, sort.marker)
-        ]
-        return Strip(segments).crop_extend(0, width, style)
+        return header_strip(
+            self._layout,
+            self.view.sort,
+            style=base + self.get_component_rich_style("rollout-table--header"),
+            sorted_style=base + self.get_component_rich_style("rollout-table--sorted"),
+            width=width,
+        )
 
     def _render_row(self, record: RolloutRecord, base: Style) -> Strip:
-        style = self._style
-        dim = self._foreground("rollout-table--dim")
-        marked = record.rollout_id in self.marks
-        now = self.clock()
-        cells = row_cells(record, self.board, now, marked=marked)
-        segments: list[Segment] = []
-        for column, width in self._layout:
-            if column.key == "phases":
-                for position, (glyph, glyph_style) in enumerate(phase_cells(record)):
-                    if position:
-                        segments.append(Segment(CONNECTOR[0], style(CONNECTOR[1])))
-                    segments.append(Segment(glyph, style(glyph_style)))
-                segments.append(Segment(" " * (width - PHASE_TRACK_WIDTH)))
-            else:
-                text, style_name = cells[column.key]
-                cell_style = dim if column.dim else style(style_name) if style_name else None
-                segments.append(Segment(cell(text, width, column.align), cell_style))
-        strip = Strip(segments).apply_style(base)
-        tint = row_tint(record, self.board, now)
-        if tint is not None:
-            strip = _overlay(strip, self._tint(tint))
-        if marked:
-            strip = _overlay(strip, self._background("rollout-table--marked"))
-        return strip
+        return row_strip(
+            record,
+            self.board,
+            self.clock(),
+            self._layout,
+            marked=record.rollout_id in self.marks,
+            base=base,
+            style=self._style,
+            dim=self._foreground("rollout-table--dim"),
+            tint=self._tint,
+            marked_background=self._background("rollout-table--marked"),
+        )

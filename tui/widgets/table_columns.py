@@ -1,6 +1,7 @@
 """The rollout table's columns: which of them fit a width, and what each cell of a row says.
 
-Text and style names only; the table (rollout_table.py) turns them into cached strips.
+Text and style names only; table_strips.py draws them as strips, which the table
+(rollout_table.py) caches.
 """
 
 from __future__ import annotations
@@ -84,6 +85,16 @@ def layout_columns(width: int) -> Layout:
             widths[key] += given
             spare -= given
     return tuple((column, widths[column.key]) for column in shown)
+
+
+def column_at(layout: Layout, x: int) -> str | None:
+    """The key of the column drawn at `x` (None past the last)."""
+    left = 0
+    for column, width in layout:
+        if left <= x < left + width:
+            return column.key
+        left += width
+    return None
 
 
 def cell(text: str, width: int, align: str = "left") -> str:
