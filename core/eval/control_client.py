@@ -40,6 +40,7 @@ from core.eval.control_protocol import (
 from core.eval.control_socket import ControlError
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
+from core.eval.safe_text import terminal_safe
 from core.rollout_record import RolloutRecord
 from core.types import CancelRolloutsResponse
 
@@ -273,7 +274,9 @@ class ControlClient:
         finally:
             self._requests.pop(number, None)
         if reply.get("ok") is not True:
-            raise ControlActionError(text_of(reply.get("error")) or "the run refused")
+            raise ControlActionError(
+                terminal_safe(text_of(reply.get("error")) or "the run refused")
+            )
         return reply
 
     def _answered(self, reply: dict[str, Any]) -> None:
@@ -355,7 +358,10 @@ async def _greeted(reader: asyncio.StreamReader) -> tuple[dict[str, Any], dict[s
     """The run's hello, and its snapshot's header (`ControlRefused` when it refuses)."""
     hello = await _read(reader)
     if hello.get("type") == "refused":
-        raise ControlRefused(f"the run refused: {text_of(hello.get('error'))}")
+        # The run's own words, shown on a terminal: control characters escaped.
+        raise ControlRefused(
+            f"the run refused: {terminal_safe(text_of(hello.get('error')) or '?')}"
+        )
     problem = version_problem(hello.get("version"))
     if hello.get("type") != "hello" or problem is not None:
         raise ControlRefused(problem or "the run did not say hello")

@@ -3,6 +3,7 @@ and reachable however long the run folder's path is."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import stat
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.eval import control_socket
+from core.eval.control_client import ControlClient, ControlRefused
+from core.eval.control_protocol import encode
 from core.eval.control_socket import BoundSocket, ControlSocketError, is_served, socket_path
 
 
@@ -115,3 +118,25 @@ def test_without_proc_a_too_deep_folder_is_refused_plainly(
     with pytest.raises(ControlSocketError, match="too long for a Unix socket address"):
         BoundSocket(run_folder(deep))
     assert not is_served(deep / "run")
+
+
+async def test_what_a_refusing_run_says_reaches_the_viewer_with_control_characters_escaped(
+    tmp_path: Path,
+) -> None:
+    # A run's refusal is shown on the viewer's terminal: its text can never steer it.
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(encode({"type": "refused", "version": 1, "error": "no\x1b[2J\nway"}))
+        await writer.drain()
+        writer.close()
+
+    bound = BoundSocket(tmp_path)
+    server = await asyncio.start_unix_server(refuse, sock=bound.socket)
+    try:
+        with pytest.raises(ControlRefused) as refused:
+            await ControlClient.connect(tmp_path)
+    finally:
+        server.close()
+        await server.wait_closed()
+        bound.close()
+    assert str(refused.value) == "the run refused: no\\x1b[2J\\nway"
