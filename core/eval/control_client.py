@@ -40,7 +40,7 @@ from core.eval.control_protocol import (
 from core.eval.control_socket import ControlError
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
-from core.eval.safe_text import terminal_safe
+from core.eval.safe_text import replace_unsafe
 from core.rollout_record import RolloutRecord
 from core.types import CancelRolloutsResponse
 
@@ -275,7 +275,7 @@ class ControlClient:
             self._requests.pop(number, None)
         if reply.get("ok") is not True:
             raise ControlActionError(
-                terminal_safe(text_of(reply.get("error")) or "the run refused")
+                replace_unsafe(text_of(reply.get("error")) or "the run refused")
             )
         return reply
 
@@ -358,9 +358,9 @@ async def _greeted(reader: asyncio.StreamReader) -> tuple[dict[str, Any], dict[s
     """The run's hello, and its snapshot's header (`ControlRefused` when it refuses)."""
     hello = await _read(reader)
     if hello.get("type") == "refused":
-        # The run's own words, shown on a terminal: control characters escaped.
+        # The run's own words, shown on a terminal: no character of them may steer it.
         raise ControlRefused(
-            f"the run refused: {terminal_safe(text_of(hello.get('error')) or '?')}"
+            f"the run refused: {replace_unsafe(text_of(hello.get('error')) or '?')}"
         )
     problem = version_problem(hello.get("version"))
     if hello.get("type") != "hello" or problem is not None:
