@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import time
@@ -21,6 +22,11 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def venv_python() -> str:
+    """The Python 3.12 venv with both packages; `$BENCH_PYTHON` names one already built (a
+    git worktree has no `.conformance/` of its own, and building one needs the network)."""
+    explicit = os.environ.get("BENCH_PYTHON")
+    if explicit:
+        return explicit
     from tests.conformance.venv import ensure_venv
 
     return str(ensure_venv())
@@ -141,7 +147,7 @@ def main() -> None:
     py = venv_python()
     report: dict[str, Any] = {
         "machine": {
-            "cpus": __import__("os").cpu_count(),
+            "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "python": subprocess.run(
                 [py, "-V"], capture_output=True, text=True, check=True
@@ -163,7 +169,7 @@ def main() -> None:
     from bench.gateway import measure as gateway_benchmark
 
     print("gateway: added latency and CPU per model call ...", flush=True)
-    report["gateway"] = gateway_benchmark(2000, repeats=3)
+    report["gateway"] = gateway_benchmark(py, 2000, repeats=3)
 
     print("dashboard: 10,000 rollouts, 500 changes/s ...", flush=True)
     report["dashboard"] = dashboard_benchmark()
@@ -215,9 +221,10 @@ def format_report(report: dict[str, Any]) -> str:
         f"p99 {d['key_p99_ms']:.0f} ms, RSS {d['rss_mb']:.0f} MB, "
         f"first frame {d['first_frame_ms']:.0f} ms"
     )
-    from bench.gateway import format_rows
+    from bench.gateway import figures
+    from bench.table import format_table
 
-    lines.append(format_rows(report["gateway"]))
+    lines.append(format_table(figures(report["gateway"])))
     return "\n".join(lines)
 
 

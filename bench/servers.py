@@ -54,12 +54,12 @@ def rollout_app(impl: str) -> Any:
     return create_rollout_server(backend=backend)
 
 
-def chat_app() -> Any:
+def chat_app(latency_sec: float) -> Any:
     from server_stub.llm import create_chat_app
     from server_stub.llm_behaviour import StubChatSettings
     from server_stub.llm_latency import FixedLatency
 
-    return create_chat_app(StubChatSettings(latency=FixedLatency(0.0)))
+    return create_chat_app(StubChatSettings(latency=FixedLatency(latency_sec)))
 
 
 async def serve(app: Any, sock: socket.socket, http: str) -> None:
@@ -78,8 +78,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=("rollout", "chat"))
     parser.add_argument("--impl", choices=("ours", "official"), default="ours")
+    parser.add_argument("--latency", type=float, default=0.0, help="chat: seconds per answer")
     args = parser.parse_args()
-    app = rollout_app(args.impl) if args.kind == "rollout" else chat_app()
+    app = rollout_app(args.impl) if args.kind == "rollout" else chat_app(args.latency)
     sock = _listen()
     print(f"READY {sock.getsockname()[1]}", flush=True)
     # Each server on the stack it installs with: the official `osmosis-ai[server]` brings
