@@ -37,6 +37,7 @@ from core.eval.gateway_errors import PreflightError, UpstreamError
 from core.eval.gateway_payloads import error_message
 from core.eval.nesting import load_json
 from core.eval.redact import Redactor
+from core.transport import AiohttpTransport
 
 logger = logging.getLogger(__name__)
 
@@ -207,10 +208,14 @@ class OpenAICompatibleUpstream:
         self._model = model_name(model_path)
         self._api_key = api_key or None
         self._owns_client = http_client is None
+        # One connection per call in flight: rollouts, not this pool, bound concurrency.
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
         self._client = http_client or httpx.AsyncClient(
+            # httpx's own pool rescans every connection on each request: with 64 calls in
+            # flight that cost the gateway several ms of CPU per call (bench/README.md).
+            transport=AiohttpTransport(limits=limits),
             timeout=timeout,
-            # One connection per call in flight: rollouts, not this pool, bound concurrency.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+            limits=limits,
         )
         self._max_retries = max_retries
 
