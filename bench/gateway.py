@@ -143,10 +143,13 @@ def _gateways(py: str, upstream: str) -> Iterator[dict[str, tuple[str, str, int 
         }
 
 
-def measure(py: str, total: int, repeats: int) -> list[dict[str, Any]]:
+def measure(
+    py: str, total: int, repeats: int, *, levels: tuple[int, ...] = (1, 64)
+) -> list[dict[str, Any]]:
     """Every path at 1 and 64 in flight, plain and streamed; one row per (stream, in flight)."""
     rows: list[dict[str, Any]] = []
-    for in_flight, latency in ((1, 0.0), (64, LOADED_LATENCY_SEC)):
+    for in_flight in levels:
+        latency = 0.0 if in_flight == 1 else LOADED_LATENCY_SEC
         count = total if in_flight > 1 else max(total // 4, 200)
         chat = [py, "bench/servers.py", "chat", "--latency", str(latency)]
         with (
@@ -249,6 +252,7 @@ def main() -> None:
     parser.add_argument("--key-file", type=Path)
     parser.add_argument("-n", type=int, default=2000, help="calls per measurement at 64")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[1, 64])
     args = parser.parse_args()
     if args.serve:
         serve_ours(args.serve, args.key_file)
@@ -256,7 +260,8 @@ def main() -> None:
     if args.serve_official:
         serve_official(args.serve_official)
         return
-    rows = measure(os.environ.get("BENCH_PYTHON", sys.executable), args.n, args.repeats)
+    python = os.environ.get("BENCH_PYTHON", sys.executable)
+    rows = measure(python, args.n, args.repeats, levels=tuple(args.in_flight))
     print(json.dumps(rows))
     print(format_table(figures(rows)))
 

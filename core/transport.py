@@ -10,6 +10,8 @@ client's retry rules expect, so behaviour is unchanged (bench/README.md has the 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import aiohttp
 import httpx
@@ -18,8 +20,23 @@ import httpx
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
+class Exchange(NamedTuple):
+    """One HTTP exchange as the wire gave it: the body read whole, not decoded."""
+
+    status: int
+    headers: Mapping[str, str]
+    """Case-insensitive, as aiohttp reads them."""
+    raw_headers: tuple[tuple[bytes, bytes], ...]
+    content: bytes
+
+
 class AiohttpTransport(httpx.AsyncBaseTransport):
-    """HTTP/1.1 over aiohttp, with httpx's timeouts, limits and exception types."""
+    """HTTP/1.1 over aiohttp, with httpx's timeouts, limits and exception types.
+
+    `exchange()` is the same request without httpx around it, for the hot paths of callers
+    that own this transport (a rollout client's polls, the gateway's upstream calls): building
+    an `httpx.Request` and `httpx.Response` per call costs as much CPU as aiohttp itself.
+    """
 
     def __init__(self, *, limits: httpx.Limits | None = None) -> None:
         limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
@@ -48,37 +65,57 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             session._retry_connection = False
         return session
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        timeouts = request.extensions.get("timeout", {})
-        timeout = aiohttp.ClientTimeout(
+    async def exchange(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        body: bytes | None = None,
+        timeout: Mapping[str, float | None] | None = None,
+        request: httpx.Request | None = None,
+    ) -> Exchange:
+        """Send one request and read its whole answer; failures raise the httpx exception
+        httpx's own transport would have (carrying `request` when given). `timeout` is an
+        `httpx.Timeout.as_dict()`; redirects are returned, never followed."""
+        timeouts = timeout or {}
+        client_timeout = aiohttp.ClientTimeout(
             total=None,
             # aiohttp's `connect` covers waiting for a pooled connection and connecting.
             connect=_sum(timeouts.get("pool"), timeouts.get("connect")),
             sock_connect=timeouts.get("connect"),
             sock_read=timeouts.get("read"),
         )
-        body = await request.aread()
         session = self._open()
         try:
             async with session.request(
-                request.method,
-                str(request.url),
-                headers=list(request.headers.multi_items()),
+                method,
+                url,
+                headers=headers,
                 data=body or None,
-                timeout=timeout,
+                timeout=client_timeout,
                 allow_redirects=False,
                 max_line_size=16384,
                 max_field_size=16384,
             ) as response:
                 content = await _read_capped(response, request)
-                headers = [(bytes(k), bytes(v)) for k, v in response.raw_headers]
-                status = response.status
+                return Exchange(response.status, response.headers, response.raw_headers, content)
         except Exception as exc:
             raise _as_httpx_error(exc, request) from exc
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        answer = await self.exchange(
+            request.method,
+            str(request.url),
+            headers=list(request.headers.multi_items()),
+            body=await request.aread(),
+            timeout=request.extensions.get("timeout"),
+            request=request,
+        )
         return httpx.Response(
-            status,
-            headers=headers,
-            stream=httpx.ByteStream(content),
+            answer.status,
+            headers=[(bytes(k), bytes(v)) for k, v in answer.raw_headers],
+            stream=httpx.ByteStream(answer.content),
             request=request,
             extensions={"http_version": b"HTTP/1.1"},
         )
@@ -94,7 +131,7 @@ def _sum(*parts: float | None) -> float | None:
     return sum(present) if len(present) == len(parts) else None
 
 
-async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request) -> bytes:
+async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request | None) -> bytes:
     length = response.content_length
     if length is not None and length > MAX_BODY_BYTES:
         raise httpx.ReadError(
@@ -110,7 +147,7 @@ async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request)
     return b"".join(chunks)
 
 
-def _as_httpx_error(exc: Exception, request: httpx.Request) -> Exception:
+def _as_httpx_error(exc: Exception, request: httpx.Request | None) -> Exception:
     """The httpx exception httpx's own transport would have raised for the same failure."""
     message = str(exc) or type(exc).__name__
     kind: type[httpx.HTTPError]

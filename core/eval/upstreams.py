@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import os
 import random
 import re
 import time
+import zlib
 from collections.abc import Iterable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from core.eval.gateway_errors import PreflightError, UpstreamError
 from core.eval.gateway_payloads import error_message
 from core.eval.nesting import load_json
 from core.eval.redact import Redactor
-from core.transport import AiohttpTransport
+from core.transport import AiohttpTransport, Exchange
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +147,7 @@ def masker(secrets: Iterable[str | None]) -> Redactor:
     return Redactor([*secrets, *ambient_secret_values()])
 
 
-def _retry_delay(attempt: int, response: httpx.Response | None) -> float:
+def _retry_delay(attempt: int, response: Exchange | None) -> float:
     """How long to wait before retry `attempt` (0-based): what the server asked, else a
     jittered doubling from 0.5 s, at most 8 s."""
     if response is not None:
@@ -155,7 +157,7 @@ def _retry_delay(attempt: int, response: httpx.Response | None) -> float:
     return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     milliseconds = headers.get("retry-after-ms")
     if milliseconds is not None:
         try:
@@ -176,19 +178,35 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return moment.timestamp() - time.time()
 
 
-def _should_retry(response: httpx.Response) -> bool:
+def _should_retry(response: Exchange) -> bool:
     # A server may say so explicitly, as the OpenAI SDK honours.
     explicit = response.headers.get("x-should-retry")
     if explicit in ("true", "false"):
         return bool(explicit == "true")
-    return response.status_code in _RETRY_STATUSES or response.status_code >= 500
+    return response.status in _RETRY_STATUSES or response.status >= 500
+
+
+def _content(response: Exchange) -> bytes:
+    """The body with its content coding undone (only gzip and deflate are asked for)."""
+    coding = response.headers.get("content-encoding", "identity").strip().lower()
+    if coding in ("", "identity") or not response.content:
+        return response.content
+    if coding not in ("gzip", "deflate"):
+        raise httpx.DecodingError(f"the model answered in an unasked content coding: {coding}")
+    try:
+        # gzip's header, else zlib's (deflate as sent), else raw deflate (as some servers do).
+        wbits = 31 if coding == "gzip" else (15 if response.content[:1] == b"\x78" else -15)
+        return zlib.decompress(response.content, wbits)
+    except zlib.error as exc:
+        raise httpx.DecodingError(f"the model's {coding} body is corrupt: {exc}") from None
 
 
 class OpenAICompatibleUpstream:
     """An OpenAI-compatible chat endpoint: `POST <base_url>/chat/completions`.
 
-    The client is made here and closed by `aclose()` unless one is given (`http_client`),
-    which its owner closes. Use as an async context manager.
+    Its connections are its own (aiohttp, through `core.transport`, without httpx's request
+    and response objects around each call: the gateway's hot path), closed by `aclose()`.
+    Use as an async context manager.
     """
 
     def __init__(
@@ -197,7 +215,6 @@ class OpenAICompatibleUpstream:
         *,
         model_path: str,
         api_key: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
@@ -207,16 +224,21 @@ class OpenAICompatibleUpstream:
         self._model_path = model_path
         self._model = model_name(model_path)
         self._api_key = api_key or None
-        self._owns_client = http_client is None
         # One connection per call in flight: rollouts, not this pool, bound concurrency.
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
-        self._client = http_client or httpx.AsyncClient(
-            # httpx's own pool rescans every connection on each request: with 64 calls in
-            # flight that cost the gateway several ms of CPU per call (bench/README.md).
-            transport=AiohttpTransport(limits=limits),
-            timeout=timeout,
-            limits=limits,
+        # (httpx's own pool rescans every connection on each request: with 64 calls in flight
+        # that cost the gateway several ms of CPU per call, bench/README.md.)
+        self._transport = AiohttpTransport(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100)
         )
+        self._timeout = timeout.as_dict()
+        self._headers = {
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip, deflate",
+            "Content-Type": "application/json",
+            "User-Agent": "osmosis-tui",
+        }
+        if self._api_key is not None:
+            self._headers["Authorization"] = f"Bearer {self._api_key}"
         self._max_retries = max_retries
 
     @property
@@ -236,16 +258,30 @@ class OpenAICompatibleUpstream:
         payload = {
             **inference_fields(body),
             "model": self._model,
-            "messages": deepcopy(body.get("messages", [])),
+            # Encoded at once, so the rollout's messages need no copy of their own.
+            "messages": body.get("messages", []),
         }
-        sent = dict(headers or {})
-        if self._api_key is not None:
-            sent["Authorization"] = f"Bearer {self._api_key}"
+        # As httpx's `json=` sends it.
+        encoded = json.dumps(
+            payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode()
+        sent = {**self._headers, **headers} if headers else self._headers
         attempt = 0
         while True:
-            response: httpx.Response | None = None
+            response: Exchange | None = None
             try:
-                response = await self._client.post(self._url, json=payload, headers=sent)
+                response = await self._transport.exchange(
+                    "POST", self._url, headers=sent, body=encoded, timeout=self._timeout
+                )
+                if 200 <= response.status < 300:
+                    return self._reply(response)
+                failure = UpstreamError(
+                    self._mask(
+                        _content(response).decode("utf-8", "replace")
+                        or f"the model answered HTTP {response.status}"
+                    ),
+                    status=response.status,
+                )
             except httpx.TimeoutException as exc:
                 failure = UpstreamError(
                     self._mask(f"the model did not answer in time ({type(exc).__name__})"),
@@ -261,12 +297,6 @@ class OpenAICompatibleUpstream:
                     unreachable=isinstance(exc, httpx.ConnectError),
                 )
             else:
-                if response.is_success:
-                    return self._reply(response)
-                failure = UpstreamError(
-                    self._mask(response.text or f"the model answered HTTP {response.status_code}"),
-                    status=response.status_code,
-                )
                 if not _should_retry(response):
                     raise failure
             if attempt >= self._max_retries:
@@ -276,22 +306,21 @@ class OpenAICompatibleUpstream:
             await asyncio.sleep(delay)
             attempt += 1
 
-    def _reply(self, response: httpx.Response) -> UpstreamReply:
+    def _reply(self, response: Exchange) -> UpstreamReply:
         try:
-            completion = load_json(response.content)
+            completion = load_json(_content(response))
         except ValueError:  # not JSON, or nested too deeply to parse
             completion = None
         if not isinstance(completion, dict):
             raise UpstreamError(
                 "the model answered with a body that is not a JSON object",
-                status=response.status_code,
+                status=response.status,
                 answer=502,
             )
-        return UpstreamReply(completion=completion, status=response.status_code)
+        return UpstreamReply(completion=completion, status=response.status)
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> OpenAICompatibleUpstream:
         return self
