@@ -40,19 +40,25 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
-
 from core.eval.embedded import HttpLimits
 from core.eval.gateway_errors import GatewayError, UpstreamError
+from core.eval.gateway_http import (
+    ROUTE_PREFIX,
+    ROUTE_SUFFIX,
+    RouteApp,
+    RouteRequest,
+    end_stream,
+    send_empty,
+    send_json,
+    send_piece,
+    start_stream,
+    watch_departure,
+)
 from core.eval.gateway_payloads import (
     SSE_DONE,
     SSE_PING,
@@ -81,26 +87,17 @@ from core.types import ensure_single_path_segment
 
 logger = logging.getLogger(__name__)
 
-ROUTE = "/v1/rollouts/{rollout_id}/chat/completions"
+ROUTE = f"{ROUTE_PREFIX}{{rollout_id}}{ROUTE_SUFFIX}"
 #: As official: a comment this often while the upstream call runs.
 HEARTBEAT_SEC = 15.0
 #: As official, behind an `advertise_url`: how long a non-streaming answer may stay pending
 #: before its 200 is committed, and how often a space keeps it warm after that.
 KEEPALIVE_GRACE_SEC = 90.0
 KEEPALIVE_INTERVAL_SEC = 30.0
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_SSE_TYPE = "text/event-stream; charset=utf-8"
+_SSE_HEADERS = ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"))
 
-
-async def _detail(_request: Request, exc: Exception) -> Response:
-    # The framework's own refusals (404, 405) in the official body shape.
-    assert isinstance(exc, HTTPException)
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-
-
-async def _disconnected(request: Request) -> None:
-    """Returns once the rollout's connection is gone (the body has been read already)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+Call = asyncio.Future[tuple[int, dict[str, Any]]]
 
 
 class ModelGateway(LoopbackService):
@@ -155,10 +152,7 @@ class ModelGateway(LoopbackService):
         self._calls: dict[int, ModelCall] = {}
         self._tokens: dict[str, int] = {}
         self._reasoning = ReasoningMemory()
-        self._app = Starlette(
-            routes=[Route(ROUTE, self._endpoint, methods=["POST"])],
-            exception_handlers={HTTPException: _detail},
-        )
+        self._app = RouteApp(self._endpoint)
         self._listener = LoopbackServer(
             self._app, port=self._port, shutdown_grace_sec=shutdown_grace_sec, limits=http_limits
         )
@@ -196,46 +190,51 @@ class ModelGateway(LoopbackService):
         self._reasoning.forget(rollout_id)
 
     # -- the route -----------------------------------------------------------------------
-    def _authorized(self, request: Request) -> bool:
-        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    def _authorized(self, request: RouteRequest) -> bool:
+        scheme, _, credentials = (request.header(b"authorization") or "").partition(" ")
         return scheme.lower() == "bearer" and secrets.compare_digest(
             credentials.encode(), self._bearer.encode()
         )
 
-    async def _endpoint(self, request: Request) -> Response:
+    async def _endpoint(self, request: RouteRequest) -> None:
+        send = request.send
         if not self._authorized(request):
-            return JSONResponse({"detail": "Unauthorized"}, status_code=401)
-        rollout_id = str(request.path_params["rollout_id"])
+            await send_json(send, 401, {"detail": "Unauthorized"})
+            return
+        rollout_id = request.rollout_id
         try:
             ensure_single_path_segment(rollout_id)
         except ValueError:
-            return JSONResponse({"detail": "invalid rollout_id"}, status_code=422)
+            await send_json(send, 422, {"detail": "invalid rollout_id"})
+            return
         try:
-            body = load_json(await request.body())
+            body = load_json(request.body)
         except ValueError:  # not JSON, or nested too deeply to parse
             body = None
         if not isinstance(body, dict):
-            return JSONResponse({"detail": "invalid body"}, status_code=400)
+            await send_json(send, 400, {"detail": "invalid body"})
+            return
         streamed = bool(body.get("stream", False))
         requested_model = str(body.get("model") or self._upstream.model_path)
-        headers = {name: request.headers[name] for name in self._forward if name in request.headers}
+        headers = {
+            name: value
+            for name in self._forward
+            if (value := request.header(name.encode("latin-1"))) is not None
+        }
 
-        def call() -> asyncio.Future[tuple[int, dict[str, Any]]]:
+        def call() -> Call:
             return asyncio.ensure_future(
                 self._complete(rollout_id, body, streamed, requested_model, headers)
             )
 
         if streamed:
-            return StreamingResponse(
-                self._events(call), media_type="text/event-stream", headers=_SSE_HEADERS
-            )
-        return await self._answer(request, call())
+            await self._events(request, call)
+        else:
+            await self._answer(request, call())
 
-    async def _answer(
-        self, request: Request, task: asyncio.Future[tuple[int, dict[str, Any]]]
-    ) -> Response:
+    async def _answer(self, request: RouteRequest, task: Call) -> None:
         """The non-streaming answer: the upstream call raced against the rollout leaving."""
-        gone = asyncio.ensure_future(_disconnected(request))
+        gone = watch_departure(request)
         try:
             racing: set[asyncio.Future[Any]] = {task, gone}
             done, _ = await asyncio.wait(
@@ -243,44 +242,63 @@ class ModelGateway(LoopbackService):
                 timeout=self._grace if self._keepalive else None,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+            if task in done:
+                status, payload = task.result()
+                await send_json(request.send, status, payload)
+            elif gone in done:  # nobody is left to read an answer
+                await _cancel(task)
+                await send_empty(request.send, 499)
+            else:
+                await self._trickle(request, task, gone)
         except BaseException:
             await _cancel(task)
             raise
         finally:
             await _cancel(gone)
-        if task in done:
-            status, payload = task.result()
-            return JSONResponse(payload, status_code=status)
-        if gone in done:  # nobody is left to read an answer
-            await _cancel(task)
-            return Response(status_code=499)
-        return StreamingResponse(self._trickle(task), media_type="application/json")
 
-    async def _trickle(
-        self, task: asyncio.Future[tuple[int, dict[str, Any]]]
-    ) -> AsyncIterator[str]:
+    async def _trickle(self, request: RouteRequest, task: Call, gone: asyncio.Future[None]) -> None:
         """A committed 200 kept warm with whitespace (legal before JSON) until the body."""
-        try:
-            yield " "
-            while not (await asyncio.wait({task}, timeout=self._keepalive_interval))[0]:
-                yield " "
-            yield compact_json(task.result()[1])
-        finally:
-            await _cancel(task)
+        send = request.send
+        await start_stream(send, "application/json")
+        await send_piece(send, " ")
+        racing: set[asyncio.Future[Any]] = {task, gone}
+        while True:
+            done, _ = await asyncio.wait(
+                racing, timeout=self._keepalive_interval, return_when=asyncio.FIRST_COMPLETED
+            )
+            if gone in done:
+                await _cancel(task)
+                return
+            if task in done:
+                break
+            await send_piece(send, " ")
+        await send_piece(send, compact_json(task.result()[1]))
+        await end_stream(send)
 
-    async def _events(
-        self, call: Callable[[], asyncio.Future[tuple[int, dict[str, Any]]]]
-    ) -> AsyncIterator[str]:
-        yield SSE_PING
+    async def _events(self, request: RouteRequest, call: Callable[[], Call]) -> None:
+        send = request.send
+        await start_stream(send, _SSE_TYPE, _SSE_HEADERS)
+        await send_piece(send, SSE_PING)
         task = call()
+        gone = watch_departure(request)
+        racing: set[asyncio.Future[Any]] = {task, gone}
         try:
-            while not (await asyncio.wait({task}, timeout=self._heartbeat))[0]:
-                yield SSE_PING
+            while True:
+                done, _ = await asyncio.wait(
+                    racing, timeout=self._heartbeat, return_when=asyncio.FIRST_COMPLETED
+                )
+                if gone in done:
+                    return  # the finally cancels the upstream call
+                if task in done:
+                    break
+                await send_piece(send, SSE_PING)
             status, payload = task.result()
-            yield sse_data(payload) if status == 200 else sse_error(payload)
-            yield SSE_DONE
+            await send_piece(send, sse_data(payload) if status == 200 else sse_error(payload))
+            await send_piece(send, SSE_DONE)
+            await end_stream(send)
         finally:
             await _cancel(task)
+            await _cancel(gone)
 
     # -- one call ------------------------------------------------------------------------
     async def _complete(

@@ -1,0 +1,183 @@
+"""The model gateway's HTTP side as a bare ASGI app: one POST route, JSON and event-stream
+answers, and the rollout's departure noticed while it waits.
+
+Every model call of a run passes here, so it does without a framework: a Starlette route,
+request and response cost about as much CPU per call as the rest of the gateway together.
+What it answers outside the route is what Starlette answered (the official bridge's
+FastAPI does the same): 404 `{"detail": "Not Found"}` for another path, a 307 to the path
+without its trailing slash, 405 `{"detail": "Method Not Allowed"}` (with `Allow: POST`) for
+another method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+ROUTE_PREFIX = "/v1/rollouts/"
+ROUTE_SUFFIX = "/chat/completions"
+_JSON = (b"content-type", b"application/json")
+
+
+@dataclass(frozen=True)
+class RouteRequest:
+    """A request for the route, its body read."""
+
+    rollout_id: str
+    """The path segment, percent-decoded (as a Starlette path parameter)."""
+    headers: dict[bytes, bytes]
+    """Lower-case names; the first value of a repeated header (as Starlette reads them)."""
+    body: bytes
+    receive: Receive
+    send: Send
+
+    def header(self, name: bytes) -> str | None:
+        value = self.headers.get(name)
+        return None if value is None else value.decode("latin-1")
+
+
+Handler = Callable[[RouteRequest], Awaitable[None]]
+
+
+def _segment(path: str) -> str | None:
+    if not (path.startswith(ROUTE_PREFIX) and path.endswith(ROUTE_SUFFIX)):
+        return None
+    segment = path[len(ROUTE_PREFIX) : -len(ROUTE_SUFFIX)]
+    return segment if segment and "/" not in segment else None
+
+
+class RouteApp:
+    """`POST /v1/rollouts/{rollout_id}/chat/completions` → `handler`, which answers through
+    the senders below."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1000})
+            return
+        path: str = scope["path"]
+        segment = _segment(path)
+        if segment is None:
+            if path != "/" and path.endswith("/") and _segment(path[:-1]) is not None:
+                await _redirect(scope, send, path[:-1])
+            else:
+                await send_json(send, 404, {"detail": "Not Found"})
+            return
+        if scope["method"] != "POST":
+            await send_json(send, 405, {"detail": "Method Not Allowed"}, [(b"allow", b"POST")])
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # gone before its body arrived: nobody to answer
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        headers = {name.lower(): value for name, value in reversed(scope["headers"])}
+        await self._handler(RouteRequest(segment, headers, b"".join(chunks), receive, send))
+
+
+async def _redirect(scope: Scope, send: Send, path: str) -> None:
+    host = next((v for k, v in scope["headers"] if k == b"host"), b"").decode("latin-1")
+    if not host:
+        server_host, server_port = scope.get("server") or ("127.0.0.1", 80)
+        host = f"{server_host}:{server_port}"
+    query = scope.get("query_string", b"")
+    location = f"{scope.get('scheme', 'http')}://{host}{path}" + (
+        f"?{query.decode('latin-1')}" if query else ""
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 307,
+            "headers": [(b"location", location.encode("latin-1")), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
+
+
+def encode_json(payload: Any) -> bytes:
+    """As Starlette's `JSONResponse` renders it."""
+    return json.dumps(
+        payload, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode()
+
+
+async def send_json(
+    send: Send, status: int, payload: Any, headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    body = encode_json(payload)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-length", str(len(body)).encode()), _JSON, *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_empty(send: Send, status: int) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]}
+    )
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def start_stream(
+    send: Send, media_type: str, headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    """A 200 whose body follows in pieces (`send_piece`, then `end_stream`)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", media_type.encode("latin-1")), *headers],
+        }
+    )
+
+
+async def send_piece(send: Send, text: str) -> None:
+    await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
+
+
+async def end_stream(send: Send) -> None:
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def disconnected(receive: Receive) -> None:
+    """Returns once the client's connection is gone (the body has been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def watch_departure(request: RouteRequest) -> asyncio.Future[None]:
+    """A future done when the rollout's connection goes away; cancel it when done waiting."""
+    return asyncio.ensure_future(disconnected(request.receive))
+
+
+__all__ = [
+    "ROUTE_PREFIX",
+    "ROUTE_SUFFIX",
+    "RouteApp",
+    "RouteRequest",
+    "encode_json",
+    "end_stream",
+    "send_empty",
+    "send_json",
+    "send_piece",
+    "start_stream",
+    "watch_departure",
+]
