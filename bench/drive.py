@@ -1,8 +1,14 @@
 """Benchmark client: N trivial rollouts with C in flight, through ours or the official client.
 
-Prints one JSON line: rollouts/s, latency percentiles, HTTP requests per rollout, this
-process's CPU seconds, and (our client only, which records observation times) how long after
-the workflow started/ended the handle saw `running` / the terminal status.
+Clients (`--impl`): `official` (osmosis-ai 0.3.8's, given an httpx client sized for the
+load, as a caller would), `ours` (`RolloutClient(url=...)`, owning its transport) and
+`ours-httpx` (ours given the same caller's httpx client as the official one, on httpx's
+default transport).
+
+Prints one JSON line: rollouts/s, latency percentiles, HTTP requests per rollout (counted by
+the server, `bench.servers.RequestCounter`), this process's CPU seconds, and (our client only,
+which records observation times) how long after the workflow started/ended the handle saw
+`running` / the terminal status.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from bench.servers import COUNT_PATH
+
 PROMPT = [{"role": "user", "content": "What is 6 * 7?"}]
 
 
@@ -27,31 +35,18 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def served_requests(url: str) -> int:
+    async with httpx.AsyncClient() as http:
+        return int((await http.get(f"{url}{COUNT_PATH}")).text)
+
+
 async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) -> dict[str, Any]:
     if impl == "official":
         from osmosis_ai.rollout.client import RolloutClient
     else:
         from core.client import RolloutClient
-    requests = 0
-
-    async def count(_request: httpx.Request) -> None:
-        nonlocal requests
-        requests += 1
-
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=in_flight + 8)
-    # Each client on the transport it ships with: httpx's default for the official one, ours
-    # (core.transport) for ours.
-    transport = None
-    if impl == "ours":
-        from core.transport import AiohttpTransport
-
-        transport = AiohttpTransport(limits=limits)
-    http = httpx.AsyncClient(
-        transport=transport,
-        timeout=60.0,
-        limits=limits,
-        event_hooks={"request": [count]},
-    )
+    http = None if impl == "ours" else httpx.AsyncClient(timeout=60.0, limits=limits)
     client = RolloutClient(url=url, http_client=http)
     latencies: list[float] = []
     seen_running: list[float] = []
@@ -82,11 +77,14 @@ async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) 
     # Warm up connections and imports so the first rollouts do not skew the figures.
     warm = [client.run_rollout(PROMPT, chat_url, uuid.uuid4().hex, label="42") for _ in range(8)]
     await asyncio.gather(*warm)
-    requests = 0
+    requests = await served_requests(url)
     cpu0, wall0 = time.process_time(), time.monotonic()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
-    await http.aclose()
+    requests = await served_requests(url) - requests
+    await client.aclose()
+    if http is not None:
+        await http.aclose()
     ms = 1000.0
     return {
         "impl": impl,
@@ -115,7 +113,7 @@ def _ms(value: float | None) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--impl", choices=("ours", "official"), required=True)
+    parser.add_argument("--impl", choices=("ours", "ours-httpx", "official"), required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument("--chat-url", required=True)
     parser.add_argument("-n", type=int, default=500)

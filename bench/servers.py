@@ -62,6 +62,29 @@ def chat_app(latency_sec: float) -> Any:
     return create_chat_app(StubChatSettings(latency=FixedLatency(latency_sec)))
 
 
+COUNT_PATH = "/__bench__/requests"
+
+
+class RequestCounter:
+    """Counts the HTTP requests a server answers; `GET /__bench__/requests` reads the count
+    (not counted). Counted here, not by the client, so that every client is counted alike,
+    including ours when it bypasses httpx and its hooks."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.requests = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            if scope["path"] == COUNT_PATH:
+                body = str(self.requests).encode()
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+                await send({"type": "http.response.body", "body": body})
+                return
+            self.requests += 1
+        await self.app(scope, receive, send)
+
+
 async def serve(app: Any, sock: socket.socket, http: str) -> None:
     config = uvicorn.Config(
         app,
@@ -80,7 +103,10 @@ def main() -> None:
     parser.add_argument("--impl", choices=("ours", "official"), default="ours")
     parser.add_argument("--latency", type=float, default=0.0, help="chat: seconds per answer")
     args = parser.parse_args()
-    app = rollout_app(args.impl) if args.kind == "rollout" else chat_app(args.latency)
+    if args.kind == "rollout":
+        app = RequestCounter(rollout_app(args.impl))
+    else:
+        app = chat_app(args.latency)
     sock = _listen()
     print(f"READY {sock.getsockname()[1]}", flush=True)
     # Each server on the stack it installs with: the official `osmosis-ai[server]` brings
