@@ -20,7 +20,7 @@ import httpx
 
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
 from core.handle import RolloutHandle
-from core.transport import AiohttpTransport
+from core.transport import AiohttpTransport, Exchange
 from core.types import (
     CancelRolloutsRequest,
     CancelRolloutsResponse,
@@ -30,6 +30,7 @@ from core.types import (
     RolloutLifecycle,
     RolloutResultResponse,
 )
+from core.wire import DirectWire, HttpxWire, Wire
 
 # 429 handling (§5.6): the server's Retry-After, kept within these bounds, else a fixed fallback.
 RETRY_AFTER_MIN_SEC = 0.05
@@ -51,8 +52,12 @@ _MAY_HAVE_SUCCEEDED = (
 
 _JSON_CONTENT = {"Content-Type": "application/json"}
 
+# What `httpx.AsyncClient()` gets (and so what the official client's own client has).
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+DEFAULT_TIMEOUT = httpx.Timeout(5.0)
 
-def retry_after_seconds(response: httpx.Response) -> float:
+
+def retry_after_seconds(response: httpx.Response | Exchange) -> float:
     """The wait a 429 asks for: `Retry-After` in seconds, clamped; 1 s when absent or odd."""
     raw = response.headers.get("Retry-After")
     if raw is None:
@@ -67,9 +72,9 @@ def retry_after_seconds(response: httpx.Response) -> float:
     return min(max(value, RETRY_AFTER_MIN_SEC), RETRY_AFTER_MAX_SEC)
 
 
-def _admission(response: httpx.Response, rollout_id: str) -> RolloutInitResponse:
+def _admission(response: Exchange, rollout_id: str) -> RolloutInitResponse:
     """Validate a non-429 answer to POST /rollout."""
-    status = response.status_code
+    status = response.status
     if status != 202:
         raise RolloutProtocolError(
             f"POST /rollout returned {status}; only 202 and 429 are accepted", status_code=status
@@ -109,16 +114,30 @@ class RolloutClient:
         http_client: httpx.AsyncClient | None = None,
         admission_timeout_sec: float | None = None,
         api_key: str | None = None,
+        limits: httpx.Limits | None = None,
+        timeout: httpx.Timeout | None = None,
     ) -> None:
+        """As official, plus (ours) `limits` and `timeout` for the client this one makes when
+        no `http_client` is given (httpx's defaults otherwise: 100 connections, 5 s)."""
         if admission_timeout_sec is not None and not math.isfinite(admission_timeout_sec):
             raise ValueError("admission_timeout_sec must be finite; omit it to wait unbounded")
         if api_key is not None and not api_key.strip():
             raise ValueError("api_key must be non-empty when provided")
         self.url: str = url.rstrip("/")
         self.owns_http_client: bool = http_client is None
-        self.http_client: httpx.AsyncClient = (
-            httpx.AsyncClient(transport=AiohttpTransport()) if http_client is None else http_client
-        )
+        self.wire: Wire
+        """How admissions and polls are sent (`core.wire`): straight through the transport
+        of a client made here, else through the caller's client as it is."""
+        if http_client is None:
+            limits = limits or DEFAULT_LIMITS
+            transport = AiohttpTransport(limits=limits)
+            http_client = httpx.AsyncClient(
+                transport=transport, limits=limits, timeout=timeout or DEFAULT_TIMEOUT
+            )
+            self.wire = DirectWire(transport, http_client.timeout)
+        else:
+            self.wire = HttpxWire(http_client)
+        self.http_client: httpx.AsyncClient = http_client
         self.admission_timeout_sec: float | None = admission_timeout_sec
         # Built once: every request carries them, and handles copy them into their own headers.
         self.auth_headers: dict[str, str] = (
@@ -126,7 +145,7 @@ class RolloutClient:
         )
         self._post_headers = httpx.Headers({**self.auth_headers, **_JSON_CONTENT})
         self._get_headers = httpx.Headers(self.auth_headers)
-        self._rollout_url = httpx.URL(f"{self.url}/rollout")
+        self._admission_request = self.wire.prepare(f"{self.url}/rollout", self._post_headers)
         self._cancel_url = httpx.URL(f"{self.url}/rollout/cancel")
         self._health_url = httpx.URL(f"{self.url}/health")
 
@@ -248,14 +267,9 @@ class RolloutClient:
         while True:
             attempt.in_flight = True
             started = time.monotonic()
-            response = await self.http_client.post(
-                self._rollout_url,
-                content=body,
-                headers=self._post_headers,
-                follow_redirects=False,
-            )
+            response = await self.wire.send("POST", self._admission_request, body)
             attempt.in_flight = False
-            if response.status_code != 429:
+            if response.status != 429:
                 return _admission(response, rollout_id), started
             await asyncio.sleep(retry_after_seconds(response))
 

@@ -21,6 +21,7 @@ import httpx
 from core.errors import RolloutProtocolError, describe_error
 from core.lease import Lease
 from core.phases import SkipReason, skipped_phases
+from core.transport import Exchange
 from core.types import (
     OBSERVED_STATUS_HEADER,
     PHASE_ORDER,
@@ -30,6 +31,7 @@ from core.types import (
     RolloutResultResponse,
     RolloutStatus,
 )
+from core.wire import Prepared
 
 if TYPE_CHECKING:
     from core.client import RolloutClient
@@ -116,15 +118,15 @@ class RolloutHandle:
         if lease_deadline is not None:
             self.lease.deadline = lease_deadline
 
-        self._http = client.http_client
-        self._url = httpx.URL(f"{client.url}/rollout/{admission.rollout_id}/result")
+        self._wire = client.wire
+        self._url = f"{client.url}/rollout/{admission.rollout_id}/result"
         self._base_headers = {
             **client.auth_headers,
             POLLING_LEASE_HEADER: admission.polling_lease_token,
         }
-        # One header set per status seen: each poll says which status it last observed
+        # One prepared request per status seen: each poll says which status it last observed
         # (OBSERVED_STATUS_HEADER), so our server answers at once when that is stale.
-        self._headers: dict[RolloutStatus, httpx.Headers] = {}
+        self._requests: dict[RolloutStatus, Prepared] = {}
         self._timeout_sec = admission.result_wait_timeout_sec + RESULT_READ_GRACE_SEC
         self._timeout = httpx.Timeout(self._timeout_sec)
         self._end_notified = False
@@ -271,7 +273,7 @@ class RolloutHandle:
                 delay = schedule[transport_retries] if transport_retries < len(schedule) else None
                 transport_retries += 1
             else:
-                status = response.status_code
+                status = response.status
                 if status == 200:
                     result = self._parse(response)
                     # Renewal is only certain from when the request left, not when it came back.
@@ -302,15 +304,16 @@ class RolloutHandle:
             if not lease.fits(timeout_sec):
                 raise error
 
-    def _poll_headers(self) -> httpx.Headers:
-        headers = self._headers.get(self.status)
-        if headers is None:
-            headers = self._headers[self.status] = httpx.Headers(
-                {**self._base_headers, OBSERVED_STATUS_HEADER: self.status.value}
+    def _poll_request(self) -> Prepared:
+        request = self._requests.get(self.status)
+        if request is None:
+            headers = {**self._base_headers, OBSERVED_STATUS_HEADER: self.status.value}
+            request = self._requests[self.status] = self._wire.prepare(
+                self._url, headers, self._timeout
             )
-        return headers
+        return request
 
-    async def _get(self) -> httpx.Response:
+    async def _get(self) -> Exchange:
         """Send the GET, bounded as a whole by the per-request timeout.
 
         httpx's timeouts bound each socket read, so a body that drips in a byte at a time
@@ -319,29 +322,24 @@ class RolloutHandle:
         can outlive the lease either.)
         """
         with anyio.move_on_after(self._timeout_sec):
-            return await self._http.get(
-                self._url,
-                headers=self._poll_headers(),
-                timeout=self._timeout,
-                follow_redirects=False,
-            )
+            return await self._wire.send("GET", self._poll_request())
         raise httpx.ReadTimeout(
             f"no complete answer within {self._timeout_sec:g} s",
             request=httpx.Request("GET", self._url),
         )
 
-    def _parse(self, response: httpx.Response) -> RolloutResultResponse:
+    def _parse(self, response: Exchange) -> RolloutResultResponse:
         try:
             result = RolloutResultResponse.model_validate_json(response.content)
         except ValueError as exc:
             raise RolloutProtocolError(
                 f"GET /rollout/{self.rollout_id}/result returned an invalid response",
-                status_code=response.status_code,
+                status_code=response.status,
             ) from exc
         if result.rollout_id != self.rollout_id:
             raise RolloutProtocolError(
                 f"GET /rollout/{self.rollout_id}/result returned a different rollout_id",
-                status_code=response.status_code,
+                status_code=response.status,
             )
         return result
 
