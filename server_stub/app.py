@@ -31,6 +31,7 @@ from core.types import (
 )
 from server_stub.backend import ExecutionBackend, ExecutionRequest, classify_error
 from server_stub.feeds import RolloutFeeds
+from server_stub.hot_routes import HotRoutes
 from server_stub.log_safety import LOG_SAFETY, server_logger
 from server_stub.ownership import INSTANCE_ID_ENV
 from server_stub.registry import InvalidLease, RolloutEntry, RolloutRegistry, UnknownRollout
@@ -160,6 +161,39 @@ class RolloutServer:
                 save_artifacts, self.artifact_root, request, outcome, self.process_id
             )
         self.registry.publish(entry, shape_result(entry.rollout_id, outcome.result))
+
+    async def result_response(
+        self, rollout_id: str, lease: str, observed: str | None, arrived: float
+    ) -> Response:
+        """`GET /rollout/{rollout_id}/result`: the long-poll (PROTOCOL.md §5.3). `observed`
+        is the status the poller last saw; when that is stale the answer comes at once."""
+        registry = self.registry
+        try:
+            entry = registry.lookup(rollout_id)
+            registry.renew(entry, lease, arrived)
+            if entry.result is None and observed in (None, entry.status.value):
+                await registry.wait_for_change(entry)
+                # Retention may have removed it meanwhile; the token is checked again either way.
+                entry = registry.lookup(rollout_id)
+                if not entry.lease.authenticate(lease):
+                    raise InvalidLease(rollout_id)
+        except UnknownRollout:
+            return _detail(404, "unknown rollout_id")
+        except InvalidLease:
+            return _detail(403, "invalid polling lease")
+        if entry.result is not None:
+            body = entry.result_json
+        else:
+            body = encode_result(
+                RolloutResultResponse.model_construct(
+                    rollout_id=rollout_id,
+                    status=entry.status,
+                    sample=None,
+                    err_message=None,
+                    err_category=None,
+                )
+            )
+        return Response(body, media_type="application/json")
 
     async def shutdown(self) -> None:
         self.accepting = False
@@ -324,7 +358,8 @@ def create_rollout_server(
     )
     app.state.rollout_server = server
     app.state.rollout_futures = registry.entries
-    if api_key is not None:
+    app.add_middleware(HotRoutes, server=server)
+    if api_key is not None:  # added last, so it runs first
         app.add_middleware(BearerAuth, api_key=api_key)
 
     @app.get("/health")
@@ -341,33 +376,7 @@ def create_rollout_server(
         lease: Annotated[str, Header(alias=POLLING_LEASE_HEADER, min_length=1)],
         observed: Annotated[str | None, Header(alias=OBSERVED_STATUS_HEADER)] = None,
     ) -> Response:
-        arrived = time.monotonic()
-        try:
-            entry = registry.lookup(rollout_id)
-            registry.renew(entry, lease, arrived)
-            if entry.result is None and observed in (None, entry.status.value):
-                await registry.wait_for_change(entry)
-                # Retention may have removed it meanwhile; the token is checked again either way.
-                entry = registry.lookup(rollout_id)
-                if not entry.lease.authenticate(lease):
-                    raise InvalidLease(rollout_id)
-        except UnknownRollout:
-            return _detail(404, "unknown rollout_id")
-        except InvalidLease:
-            return _detail(403, "invalid polling lease")
-        if entry.result is not None:
-            body = entry.result_json
-        else:
-            body = encode_result(
-                RolloutResultResponse.model_construct(
-                    rollout_id=rollout_id,
-                    status=entry.status,
-                    sample=None,
-                    err_message=None,
-                    err_category=None,
-                )
-            )
-        return Response(body, media_type="application/json")
+        return await server.result_response(rollout_id, lease, observed, time.monotonic())
 
     @app.post("/rollout/cancel")
     async def cancel_rollouts(body: CancelRolloutsRequest) -> Response:
