@@ -40,7 +40,17 @@ async def served_requests(url: str) -> int:
         return int((await http.get(f"{url}{COUNT_PATH}")).text)
 
 
-async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) -> dict[str, Any]:
+async def drive(
+    impl: str,
+    url: str,
+    chat_url: str,
+    total: int,
+    in_flight: int,
+    *,
+    events_port: int | None = None,
+) -> dict[str, Any]:
+    """`events_port` (ours only): the eval's path, an ownership-event receiver on that port
+    (the server exports to it) and polls that do not ask for every status."""
     if impl == "official":
         from osmosis_ai.rollout.client import RolloutClient
     else:
@@ -48,6 +58,19 @@ async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) 
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=in_flight + 8)
     http = None if impl == "ours" else httpx.AsyncClient(timeout=60.0, limits=limits)
     client = RolloutClient(url=url, http_client=http)
+    extra: dict[str, Any] = {}
+    events = 0
+    receiver = None
+    if events_port is not None:
+        from core.eval.event_receiver import EventReceiver
+
+        def heard(_event: object) -> None:
+            nonlocal events
+            events += 1
+
+        receiver = EventReceiver(heard, port=events_port)
+        await receiver.start()
+        extra["observe_every_status"] = False
     latencies: list[float] = []
     seen_running: list[float] = []
     seen_terminal: list[float] = []
@@ -61,7 +84,9 @@ async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) 
         while not queue.empty():
             queue.get_nowait()
             started = time.monotonic()
-            handle = await client.run_rollout_async(PROMPT, chat_url, uuid.uuid4().hex, label="42")
+            handle = await client.run_rollout_async(
+                PROMPT, chat_url, uuid.uuid4().hex, label="42", **extra
+            )
             result = await handle
             latencies.append(time.monotonic() - started)
             if result.status.value != "success":
@@ -78,10 +103,14 @@ async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) 
     warm = [client.run_rollout(PROMPT, chat_url, uuid.uuid4().hex, label="42") for _ in range(8)]
     await asyncio.gather(*warm)
     requests = await served_requests(url)
+    events = 0
     cpu0, wall0 = time.process_time(), time.monotonic()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
     requests = await served_requests(url) - requests
+    if receiver is not None:
+        await asyncio.sleep(1.5)  # the exporter's last batch, for the count only
+        await receiver.stop()
     await client.aclose()
     if http is not None:
         await http.aclose()
@@ -96,6 +125,7 @@ async def drive(impl: str, url: str, chat_url: str, total: int, in_flight: int) 
         "p50_ms": (percentile(latencies, 0.5) or 0) * ms,
         "p99_ms": (percentile(latencies, 0.99) or 0) * ms,
         "requests_per_rollout": requests / total,
+        "events_per_rollout": events / total if receiver is not None else None,
         "client_cpu_s": cpu,
         "client_cpu_ms_per_rollout": cpu / total * ms,
         "observe_running_p50_ms": _ms(percentile(seen_running, 0.5)),
@@ -118,8 +148,10 @@ def main() -> None:
     parser.add_argument("--chat-url", required=True)
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("-c", type=int, default=32)
+    parser.add_argument("--events-port", type=int, help="ours: the eval's path (see drive())")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(drive(args.impl, args.url, args.chat_url, args.n, args.c))))
+    result = drive(args.impl, args.url, args.chat_url, args.n, args.c, events_port=args.events_port)
+    print(json.dumps(asyncio.run(result)))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,10 @@ def venv_python() -> str:
     return str(ensure_venv())
 
 
-def drive(py: str, impl: str, url: str, chat: str, *, n: int, c: int) -> dict[str, Any]:
+def drive(
+    py: str, impl: str, url: str, chat: str, *, n: int, c: int, events_port: int | None = None
+) -> dict[str, Any]:
+    events = [] if events_port is None else ["--events-port", str(events_port)]
     out = subprocess.run(
         [
             py,
@@ -48,6 +51,7 @@ def drive(py: str, impl: str, url: str, chat: str, *, n: int, c: int) -> dict[st
             str(n),
             "-c",
             str(c),
+            *events,
         ],
         cwd=ROOT,
         capture_output=True,

@@ -210,10 +210,12 @@ class RolloutClient:
         extra_fields: dict[str, Any] | None = None,
         *,
         on_change: Callable[[RolloutHandle], None] | None = None,
+        observe_every_status: bool = True,
     ) -> RolloutHandle:
         """Admit a rollout (retrying 429s) and return its handle, already polling.
 
-        `on_change` (our addition) is passed to the handle; see `RolloutHandle`.
+        `on_change` and `observe_every_status` (our additions) are passed to the handle; see
+        `RolloutHandle`.
         """
         # Validated here with the server's own validators, so a bad request never leaves.
         request = RolloutInitRequest(
@@ -253,6 +255,7 @@ class RolloutClient:
             lease_deadline=started + admission.polling_lease_timeout_sec,
             grade=grade,
             on_change=on_change,
+            observe_every_status=observe_every_status,
         )
 
     async def _admit(

@@ -88,7 +88,13 @@ class RolloutHandle:
       successful poll), `lease` (the client's view of the polling lease);
     - `on_change(handle)`: called synchronously after each observed change of status and once
       when polling ends, however it ends. Exceptions from it are logged, never raised. It is
-      given at construction (`run_rollout_async(..., on_change=...)`) and cannot be replaced.
+      given at construction (`run_rollout_async(..., on_change=...)`) and cannot be replaced;
+    - `observe_every_status` (default True): each poll tells our server the status it last
+      saw, so a change that happened between two polls is answered at once and every status
+      is observed, at the cost of one more request per status the rollout reaches before the
+      handle polls. False polls as the official client does (each poll waits for the next
+      change, so a quick phase may go unseen): for callers that learn every status from the
+      server another way, as the eval does from ownership events (EVAL.md §6).
     """
 
     def __init__(
@@ -99,6 +105,7 @@ class RolloutHandle:
         lease_deadline: float | None = None,
         grade: bool = True,
         on_change: Callable[[RolloutHandle], None] | None = None,
+        observe_every_status: bool = True,
     ) -> None:
         # Fails outside a running loop before any coroutine exists (no "never awaited" noise).
         loop = asyncio.get_running_loop()
@@ -125,7 +132,10 @@ class RolloutHandle:
             POLLING_LEASE_HEADER: admission.polling_lease_token,
         }
         # One prepared request per status seen: each poll says which status it last observed
-        # (OBSERVED_STATUS_HEADER), so our server answers at once when that is stale.
+        # (OBSERVED_STATUS_HEADER), so our server answers at once when that is stale. Without
+        # `observe_every_status` no poll says it, and every poll waits for the next change,
+        # as the official client's do.
+        self._observe_every_status = observe_every_status
         self._requests: dict[RolloutStatus, Prepared] = {}
         self._timeout_sec = admission.result_wait_timeout_sec + RESULT_READ_GRACE_SEC
         self._timeout = httpx.Timeout(self._timeout_sec)
@@ -305,12 +315,14 @@ class RolloutHandle:
                 raise error
 
     def _poll_request(self) -> Prepared:
-        request = self._requests.get(self.status)
+        # Keyed by the status it reports (always the admission's when it reports none).
+        seen = self.status if self._observe_every_status else RolloutStatus.QUEUED
+        request = self._requests.get(seen)
         if request is None:
-            headers = {**self._base_headers, OBSERVED_STATUS_HEADER: self.status.value}
-            request = self._requests[self.status] = self._wire.prepare(
-                self._url, headers, self._timeout
-            )
+            headers = dict(self._base_headers)
+            if self._observe_every_status:
+                headers[OBSERVED_STATUS_HEADER] = seen.value
+            request = self._requests[seen] = self._wire.prepare(self._url, headers, self._timeout)
         return request
 
     async def _get(self) -> Exchange:

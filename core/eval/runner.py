@@ -426,6 +426,9 @@ class EvalRunner:
             grader_timeout_sec=options.grader_timeout_sec,
             extra_fields=extra_fields,
             on_change=self.board.handle_changed,
+            # A server whose events reach us tells every status itself: its polls need not
+            # ask for each one (one request less per rollout that a poll would have caught).
+            observe_every_status=not slot.publishes_events,
         )
         return self.board.track(
             handle,

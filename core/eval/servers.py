@@ -55,6 +55,9 @@ class RolloutServerSlot:
     last_error: str | None = None
     health: dict[str, Any] = field(default_factory=dict)
     failures: int = 0
+    publishes_events: bool = False
+    """Its ownership events reach the run (EVAL.md §6): they tell every status, so its
+    rollouts are polled without asking for each one (`observe_every_status=False`)."""
 
     @property
     def free(self) -> float:
@@ -216,6 +219,12 @@ class ServerPool:
     def release(self, slot: RolloutServerSlot) -> None:
         slot.in_flight -= 1
         self._freed.set()
+
+    def heard_from(self, url: str) -> None:
+        """An ownership event came for a rollout sent to the server at `url`."""
+        for slot in self.slots:
+            if slot.url == url:
+                slot.publishes_events = True
 
     def stop(self) -> None:
         """Stop looking for servers to come back (the run is over)."""

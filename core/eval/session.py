@@ -452,6 +452,9 @@ class EvalSession:
 
         def received(event: OwnershipEvent) -> None:
             board.server_mark(event.rollout_id, event.mark())
+            record = board.records.get(event.rollout_id)
+            if self.pool is not None and record is not None:
+                self.pool.heard_from(record.server)
 
         receiver = EventReceiver(received, port=self.plan.request.events_port or 0)
         await stack.enter_async_context(receiver)

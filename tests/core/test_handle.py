@@ -11,6 +11,7 @@ import pytest
 
 from core import RolloutClient, RolloutHandle, RolloutStatus, Transition
 from core.handle import SkipReason
+from core.types import OBSERVED_STATUS_HEADER
 from tests.conftest import Serve
 from tests.core.test_client import (
     CHAT_URL,
@@ -408,3 +409,46 @@ def test_a_handle_needs_a_running_loop() -> None:
     client = RolloutClient(url="http://127.0.0.1:9")
     with pytest.raises(RuntimeError):
         make_handle(client)
+
+
+class HeaderRecorder(httpx.AsyncBaseTransport):
+    """Real HTTP, remembering the observed-status header of every result GET."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.observed: list[str | None] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path.endswith("/result"):
+            self.observed.append(request.headers.get(OBSERVED_STATUS_HEADER))
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("every", [True, False])
+async def test_polls_say_what_they_saw_unless_told_not_to(serve: Serve, every: bool) -> None:
+    transport = HeaderRecorder()
+    async with (
+        real_server(serve, wait=0.2) as srv,
+        httpx.AsyncClient(transport=transport) as http,
+    ):
+        client = RolloutClient(url=srv.url, http_client=http)
+        handle = await client.run_rollout_async(
+            PROMPT,
+            CHAT_URL,
+            f"observe-{every}",
+            label="42",
+            metadata={"sleep": 0.3},
+            observe_every_status=every,
+        )
+        result = await handle
+    assert result.status is S
+    assert transport.observed, "at least one poll"
+    if every:
+        assert transport.observed[0] == "queued"
+        assert all(value in {s.value for s in RolloutStatus} for value in transport.observed)
+    else:
+        # As the official client polls: each poll waits for the next change.
+        assert transport.observed == [None] * len(transport.observed)

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from typing import cast
 
 import httpx
+import pytest
 
-from core.eval.servers import ServerPool
+from core.board import RolloutBoard
+from core.client import RolloutClient
+from core.errors import RolloutProtocolError
+from core.eval.runner import EvalRunner, RunSettings
+from core.eval.servers import RolloutServerSlot, ServerPool
+from core.handle import RolloutHandle
+from core.rollout_record import RequestOptions
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.backend import ExecutionOutcome, ExecutionRequest
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow
@@ -91,3 +99,41 @@ async def test_a_health_read_we_have_no_descriptor_for_does_not_mark_the_server_
             await pool.probe(slot, after_failure=True)  # a second failure in a row
             assert slot.state == state, slot.last_error
             assert error in (slot.last_error or "")
+
+
+class Refuses:
+    """A rollout client that only remembers how it was asked to poll."""
+
+    def __init__(self) -> None:
+        self.asked: list[bool] = []
+
+    async def run_rollout_async(self, *_args: object, **kwargs: object) -> RolloutHandle:
+        self.asked.append(bool(kwargs["observe_every_status"]))
+        raise RolloutProtocolError("refused for the test", status_code=400)
+
+
+async def test_a_server_whose_events_arrive_is_polled_without_asking_for_every_status() -> None:
+    # EVAL.md §6: once a server's ownership events reach the run they tell every status, so
+    # its polls need not ask for each one (the request that only existed to see `running`).
+    refuses = Refuses()
+    slot = RolloutServerSlot(url="http://a", client=cast(RolloutClient, refuses))
+    pool = ServerPool([slot])
+    runner = EvalRunner(
+        items=[],
+        rows={},
+        pool=pool,
+        board=RolloutBoard(),
+        settings=RunSettings(chat_completions_url=lambda rollout_id: f"http://gw/{rollout_id}"),
+        on_result=lambda _result: None,
+    )
+    options = RequestOptions(
+        initial_messages=({"role": "user", "content": "hi"},), chat_completions_url=""
+    )
+    for heard in ("http://elsewhere", "http://a"):
+        with pytest.raises(RolloutProtocolError):
+            await runner.submit(options)
+        pool.heard_from(heard)
+    with pytest.raises(RolloutProtocolError):
+        await runner.submit(options)
+    assert refuses.asked == [True, True, False]
+    assert slot.publishes_events and slot.in_flight == 0
