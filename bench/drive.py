@@ -3,7 +3,8 @@
 Clients (`--impl`): `official` (osmosis-ai 0.3.8's, given an httpx client sized for the
 load, as a caller would), `ours` (`RolloutClient(url=...)`, owning its transport) and
 `ours-httpx` (ours given the same caller's httpx client as the official one, on httpx's
-default transport).
+default transport) and `ours-httpx-core` (ours given a caller's httpx client on
+`core.transport`).
 
 Prints one JSON line: rollouts/s, latency percentiles, HTTP requests per rollout (counted by
 the server, `bench.servers.RequestCounter`), this process's CPU seconds, and (our client only,
@@ -26,6 +27,7 @@ import httpx
 from bench.servers import COUNT_PATH
 
 PROMPT = [{"role": "user", "content": "What is 6 * 7?"}]
+CLIENTS = ("official", "ours", "ours-httpx", "ours-httpx-core")
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -56,7 +58,14 @@ async def drive(
     else:
         from core.client import RolloutClient
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=in_flight + 8)
-    http = None if impl == "ours" else httpx.AsyncClient(timeout=60.0, limits=limits)
+    http = None
+    if impl == "ours-httpx-core":
+        from core.transport import AiohttpTransport
+
+        transport = AiohttpTransport(limits=limits)
+        http = httpx.AsyncClient(transport=transport, timeout=60.0, limits=limits)
+    elif impl != "ours":
+        http = httpx.AsyncClient(timeout=60.0, limits=limits)
     client = RolloutClient(url=url, http_client=http)
     extra: dict[str, Any] = {}
     events = 0
@@ -143,7 +152,7 @@ def _ms(value: float | None) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--impl", choices=("ours", "ours-httpx", "official"), required=True)
+    parser.add_argument("--impl", choices=CLIENTS, required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument("--chat-url", required=True)
     parser.add_argument("-n", type=int, default=500)

@@ -33,6 +33,13 @@ RECOVERY_PROBE_SEC = 0.5
 # It also bounds the wait for a server to accept rollouts again while every live one is
 # draining (`accepting_rollouts: false`): the same "not now" as a 429, given the same time.
 ADMISSION_TIMEOUT_SEC = 60.0
+# Each server's client makes its own connections (so its polls skip httpx's request objects,
+# core.wire): one long-poll per rollout in flight, plus admissions, cancels and health reads.
+POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+# No read timeout of its own: every call bounds itself (polls by the long-poll hold,
+# admissions by their deadline, health reads and cancels by theirs), so a server that never
+# answers is reported by the right one.
+POOL_TIMEOUT = httpx.Timeout(30.0, read=None)
 
 ServerState = Literal["accepting", "draining", "down"]
 
@@ -138,20 +145,21 @@ class ServerPool:
         cls,
         urls: list[str],
         *,
-        http_client: httpx.AsyncClient,
         api_key: str | None,
         on_event: ServerListener | None = None,
     ) -> ServerPool:
+        """A slot per URL, each with a client of its own; `aclose()` closes them."""
         return cls(
             [
                 RolloutServerSlot(
                     url=url,
                     client=RolloutClient(
                         url=url,
-                        http_client=http_client,
                         api_key=api_key,
                         # Read at call time, so tests can shorten it.
                         admission_timeout_sec=ADMISSION_TIMEOUT_SEC,
+                        limits=POOL_LIMITS,
+                        timeout=POOL_TIMEOUT,
                     ),
                 )
                 for url in urls
@@ -219,6 +227,10 @@ class ServerPool:
     def release(self, slot: RolloutServerSlot) -> None:
         slot.in_flight -= 1
         self._freed.set()
+
+    async def aclose(self) -> None:
+        """Close the servers' clients (after the run: their handles are done)."""
+        await asyncio.gather(*(slot.client.aclose() for slot in self.slots))
 
     def heard_from(self, url: str) -> None:
         """An ownership event came for a rollout sent to the server at `url`."""

@@ -54,9 +54,6 @@ from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
 
 logger = logging.getLogger(__name__)
 
-# One long-poll per rollout in flight, plus admissions, cancels and health reads.
-EVAL_HTTP_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=512)
-
 
 class EvalSession:
     """Runs one prepared plan. `interrupt()` may be called at any time from the same loop."""
@@ -419,21 +416,16 @@ class EvalSession:
     ) -> tuple[ModelGateway, ServerPool]:
         """Start the model gateway, then start or reach the servers; the gateway and the
         pool, every server probed once."""
+        # For starting a launched server (its health reads bound themselves); the pool's
+        # clients make their own connections.
         http = await stack.enter_async_context(
-            httpx.AsyncClient(
-                transport=AiohttpTransport(limits=EVAL_HTTP_LIMITS),
-                # No read timeout of its own: every call bounds itself (polls by the
-                # long-poll hold, admissions by their deadline, health reads and cancels by
-                # theirs), so a server that never answers is reported by the right one.
-                timeout=httpx.Timeout(30.0, read=None),
-            )
+            httpx.AsyncClient(transport=AiohttpTransport(), timeout=httpx.Timeout(30.0, read=None))
         )
         events = await self._start_event_receiver(stack)
         gateway = await self._start_gateway(stack)
         urls = await self._servers(stack, folder, http, self._feeds(events, folder))
         pool = ServerPool.connect(
             list(urls),
-            http_client=http,
             api_key=self._server_api_key,
             # The pool logs its own events; the front end is told as well.
             on_event=lambda slot, event: self.on_notice(
@@ -441,6 +433,7 @@ class EvalSession:
             ),
         )
         self.pool = pool
+        stack.push_async_callback(pool.aclose)
         await pool.probe_all()
         return gateway, pool
 

@@ -61,16 +61,16 @@ async def test_servers_without_capacity_share_the_work(tmp_path: Path) -> None:
 
 
 async def test_the_next_rollout_goes_to_the_server_with_the_most_room() -> None:
-    async with httpx.AsyncClient() as http:
-        pool = ServerPool.connect(
-            ["http://a", "http://b", "http://c"], http_client=http, api_key=None
-        )
+    pool = ServerPool.connect(["http://a", "http://b", "http://c"], api_key=None)
+    try:
         a, b, c = pool.slots
         a.capacity = 2  # b and c advertise none
         order = [await pool.acquire() for _ in range(7)]
         pool.release(c)
         pool.release(c)
         after = await pool.acquire()
+    finally:
+        await pool.aclose()
     # b and c count as having the largest capacity advertised here (a's 2): the three share
     # the work by what is in flight on each until a is full, then b and c take the rest.
     assert order == [a, b, c, a, b, c, b]
@@ -94,8 +94,11 @@ async def test_a_health_read_we_have_no_descriptor_for_does_not_mark_the_server_
     )
     for handler, state, error in cases:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-            pool = ServerPool.connect(["http://a"], http_client=http, api_key=None)
-            (slot,) = pool.slots
+            # The pool's own clients make their connections: this one is given the handler's.
+            slot = RolloutServerSlot(
+                url="http://a", client=RolloutClient(url="http://a", http_client=http)
+            )
+            pool = ServerPool([slot])
             await pool.probe(slot, after_failure=True)  # a second failure in a row
             assert slot.state == state, slot.last_error
             assert error in (slot.last_error or "")
