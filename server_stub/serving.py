@@ -57,7 +57,7 @@ def uvicorn_config(
     return uvicorn.Config(app, **options)
 
 
-class _EmbeddedServer(uvicorn.Server):
+class EmbeddedServer(uvicorn.Server):
     """A uvicorn server that leaves the process's signal handlers to its owner."""
 
     @contextmanager
@@ -72,7 +72,7 @@ async def serve_in_loop(
     """Run `app` on this event loop for the duration of the block; yields its base URL.
     `overrides` go to `uvicorn_config` (`limits`, or any `uvicorn.Config` option)."""
     sock = bind_socket(host, port)
-    server = _EmbeddedServer(uvicorn_config(app, **overrides))
+    server = EmbeddedServer(uvicorn_config(app, **overrides))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:

@@ -1,34 +1,39 @@
-"""The zero-setup demo, in-process: its rollout server, the stub chat endpoint, its dataset.
+"""The zero-setup demo: its rollout server (a process of its own), the stub chat endpoint
+(in this process), its dataset.
 
-Both servers are server_stub apps on free loopback ports. This is the one module of
-`core.eval` that imports `server_stub` (DESIGN.md §1, the Embedded part); everything else in
-the eval engine reaches rollout servers over HTTP only. The eval's own listeners (the model
-gateway, the event receiver) take server_stub's bounds on request heads and connections,
-`HttpLimits`, from here too: one hardened uvicorn set-up for every server we run.
+Both servers are server_stub apps on free loopback ports. The rollout server runs as
+`python -m server_stub.demo_server`, so that the eval and the server it drives do not share
+one core (bench/README.md has the figures); the eval binds its socket, hands it over, and
+passes the feeds' endpoint and folder on the command line, as it would tell a launched server,
+and its bearer on its standard input, where no other process can read it. This is the one
+module of `core.eval` that imports `server_stub` (DESIGN.md §1, the Embedded part); everything
+else in the eval engine reaches rollout servers over HTTP only. The eval's own listeners (the
+model gateway, the event receiver) take server_stub's bounds on request heads and
+connections, `HttpLimits`, from here too: one hardened uvicorn set-up for every server we run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import server_stub
-from server_stub.app import create_rollout_server
-from server_stub.demo import (
-    ExactMatchGrader,
-    MultiplyWorkflow,
-    aclose_chat_client,
-    demo_chat_settings,
-    write_demo_dataset,
-)
+from core.eval.launcher import LaunchError
+from server_stub.demo import demo_chat_settings, write_demo_dataset
+from server_stub.demo_server import READY, read_record
 from server_stub.http_limits import HttpLimits
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER
-from server_stub.local_backend import LocalBackend
-from server_stub.serving import serve_in_loop
-from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
+from server_stub.serving import bind_socket, serve_in_loop
+
+logger = logging.getLogger(__name__)
 
 # Slots for the demo: the few long-running rows hold three, the rest keep flowing, and the
 # table has time to show rollouts moving through their phases.
@@ -36,6 +41,14 @@ DEMO_MAX_CONCURRENT = 8
 CHAT_SHUTDOWN_GRACE_SEC = 1.0
 # The demo rollout as a run's manifest names it: its code is server_stub's own.
 DEMO_ROLLOUT_ENTRYPOINT = "demo.py"
+# Starting it imports FastAPI and the demo; stopping it flushes its ownership events (3 s at
+# most) after cancelling what still runs.
+SERVER_START_TIMEOUT_SEC = 60.0
+SERVER_STOP_TIMEOUT_SEC = 10.0
+LISTEN_BACKLOG = 2048
+# The longest line of the demo server's output read back (a log record, traceback included):
+# a longer one is left out with a warning, and the lines after it are read as before.
+RECORD_LIMIT = 1 << 20
 
 
 @asynccontextmanager
@@ -58,39 +71,102 @@ async def demo_rollout_server(
     preview_root: str = "",
     api_key: str | None = None,
 ) -> AsyncIterator[str]:
-    """server_stub with the demo workflow and grader; yields its URL.
+    """server_stub with the demo workflow and grader, in a process of its own; yields its URL.
 
     `otlp_endpoint` and `preview_root` turn its feeds on (PROTOCOL.md §8), as the variables
     do for a launched server; empty, they stay off whatever the environment says. With
     `api_key`, every request needs it as its bearer (the eval gives one of its own, so that
-    no other local process can cancel the run's rollouts)."""
-    backend = LocalBackend(
-        workflow=MultiplyWorkflow,
-        grader=ExactMatchGrader,
-        workflow_config=AgentWorkflowConfig(
-            name="demo", concurrency=ConcurrencyConfig(max_concurrent=max_concurrent)
-        ),
-        artifact_root=artifact_root,
-    )
-    app = create_rollout_server(
-        backend=backend,
-        configure_logging=False,
-        otlp_endpoint=otlp_endpoint,
-        preview_root=preview_root,
-        api_key=api_key,
-    )
-    registry = app.state.rollout_server.registry
+    no other local process can cancel the run's rollouts): it goes to the process on its
+    standard input, never on its command line or in its environment, which other processes
+    can read. When the block ends the process cancels what it still runs and stops."""
+    sock = bind_socket()
+    sock.listen(LISTEN_BACKLOG)  # connections queue from now on, before the child serves
+    argv = [
+        sys.executable,
+        "-m",
+        "server_stub.demo_server",
+        *("--fd", str(sock.fileno())),
+        *("--max-concurrent", str(max_concurrent)),
+        *("--otlp-endpoint", otlp_endpoint),
+        *("--preview-root", preview_root),
+        *(("--artifact-root", str(artifact_root)) if artifact_root is not None else ()),
+    ]
     try:
-        async with serve_in_loop(app) as url:
-            try:
-                yield url
-            finally:
-                # The run is over and this server dies with it: whatever it still runs (a
-                # rollout untracked or left behind) is cancelled now, not after the 10 s
-                # shutdown drain a shared server owes its other clients.
-                registry.cancel(registry.select(None, None, True))
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=(sock.fileno(),),
+            limit=RECORD_LIMIT,
+            # A session of its own, as a launched server: the terminal's Ctrl-C and hang-up
+            # are the eval's to handle (it may still cancel rollouts there), and the eval
+            # stops this process itself.
+            start_new_session=True,
+        )
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
-        await aclose_chat_client()
+        sock.close()  # the child has its own copy
+    errors = asyncio.ensure_future(_log_lines(process.stderr))
+    try:
+        assert process.stdin is not None
+        # Its first line of input: the bearer, or an empty line for none.
+        process.stdin.write(f"{api_key or ''}\n".encode())
+        await _ready(process)
+        yield url
+    finally:
+        await _stop(process)
+        await asyncio.wait({errors}, timeout=1.0)
+        errors.cancel()
+
+
+async def _ready(process: asyncio.subprocess.Process) -> None:
+    assert process.stdout is not None
+    try:
+        line = await asyncio.wait_for(process.stdout.readline(), SERVER_START_TIMEOUT_SEC)
+    except asyncio.TimeoutError:
+        line = b""
+    if line.decode(errors="replace").strip() != READY:
+        returncode = process.returncode
+        raise LaunchError(
+            "the demo rollout server did not start"
+            + (f" (exit {returncode})" if returncode is not None else "")
+            + "; its errors are in the run's log"
+        )
+
+
+async def _log_lines(stream: asyncio.StreamReader | None) -> None:
+    """The child's log records (`server_stub.demo_server.read_record`), each logged again
+    under its own name and level, as if the server still ran here; any other line (a crash
+    before its logging was set up) as a warning of this module's."""
+    assert stream is not None
+    while True:
+        try:
+            raw = await stream.readline()
+        except ValueError:  # past RECORD_LIMIT: dropped by the reader, which reads on
+            logger.warning("demo rollout server: a log line past %d bytes left out", RECORD_LIMIT)
+            continue
+        if not raw:
+            return
+        record = read_record(raw)
+        if record is not None:
+            logging.getLogger(record.name).log(record.level, "%s", record.text)
+        elif line := raw.decode(errors="replace").rstrip():
+            logger.warning("demo rollout server: %s", line)
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), SERVER_STOP_TIMEOUT_SEC)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+    if process.stdin is not None:
+        process.stdin.close()
 
 
 def refresh_demo_dataset(target: Path) -> None:

@@ -9,8 +9,9 @@ callers have always caught. Where each one lives:
     ├── RunFolderError        the results folder cannot be used as asked: exit 2
     │   │                     (core.eval.results.folder)
     │   └── ResumeRefused     a resume would change the inputs the run started with
-    ├── LaunchError           the workspace rollout server could not be started; also a
-    │                         RuntimeError (core.eval.launcher)
+    ├── LaunchError           a rollout server the eval starts (the workspace's, the
+    │                         demo's) could not be started; also a RuntimeError
+    │                         (core.eval.launcher)
     ├── AllServersDown        no rollout server is left to send work to; also a RuntimeError
     │                         (core.eval.servers)
     ├── ControlRefused        a front end's control cannot act now (requeue a rollout that

@@ -2,11 +2,12 @@
 
 Each rollout in flight holds descriptors of the eval: its long poll, and its model call
 through the gateway (the rollout server's connection in, ours to the model out); with the
-model or the rollout server in this process, their ends of those connections as well. The
-soft `RLIMIT_NOFILE` bounds them all: past it every new connection fails with EMFILE ("Too
-many open files"), which looks like a server that stopped answering. `DescriptorBudget.ceiling`
-is the most rollouts in flight that fit, leaving `RESERVED_FDS` for the rest (stdio, the
-results files, the listening sockets, health reads and cancels, a launched server's pipes).
+stub model in this process, its end of the model call as well (no rollout server runs in
+this process: the demo's has a process of its own, `core.eval.embedded`). The soft
+`RLIMIT_NOFILE` bounds them all: past it every new connection fails with EMFILE ("Too many
+open files"), which looks like a server that stopped answering. `DescriptorBudget.ceiling` is
+the most rollouts in flight that fit, leaving `RESERVED_FDS` for the rest (stdio, the results
+files, the listening sockets, health reads and cancels, a launched or demo server's pipes).
 """
 
 from __future__ import annotations
@@ -17,10 +18,8 @@ from dataclasses import dataclass
 
 RESERVED_FDS = 64
 PER_ROLLOUT_FDS = 3
-# The stub model's end of each model call; the embedded server's end of each long poll and
-# the workflow's end of each model call.
+# The stub model's end of each model call.
 IN_PROCESS_MODEL_FDS = 1
-IN_PROCESS_SERVER_FDS = 2
 
 
 @dataclass(frozen=True)
@@ -48,14 +47,10 @@ class DescriptorBudget:
         )
 
 
-def descriptor_budget(*, model_in_process: bool, server_in_process: bool) -> DescriptorBudget:
-    """This process's budget, with the model and the rollout server in it or not."""
+def descriptor_budget(*, model_in_process: bool) -> DescriptorBudget:
+    """This process's budget, with the model in it or not."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    per_rollout = (
-        PER_ROLLOUT_FDS
-        + (IN_PROCESS_MODEL_FDS if model_in_process else 0)
-        + (IN_PROCESS_SERVER_FDS if server_in_process else 0)
-    )
+    per_rollout = PER_ROLLOUT_FDS + (IN_PROCESS_MODEL_FDS if model_in_process else 0)
     return DescriptorBudget(None if soft == resource.RLIM_INFINITY else soft, per_rollout)
 
 

@@ -69,7 +69,8 @@ def kill_launched_servers() -> None:
 
 
 class LaunchError(EvalError, RuntimeError):
-    """The workspace rollout server could not be started (the message says why)."""
+    """A rollout server the eval starts (the workspace's, the demo's) could not be started
+    (the message says why)."""
 
 
 def resolve_entrypoint(workspace: Path, rollout: str, entrypoint: str) -> tuple[Path, Path]:

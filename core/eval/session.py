@@ -384,9 +384,8 @@ class EvalSession:
             return "incomplete", str(exc)
         except Exception as exc:  # a server that could not start: the run cannot begin
             return "incomplete", self.redactor.redact(str(exc))
-        descriptors = descriptor_budget(
-            model_in_process=plan.upstream.kind == "stub", server_in_process=plan.mode == "embedded"
-        )
+        # The demo's rollout server runs in a process of its own: only the model may be here.
+        descriptors = descriptor_budget(model_in_process=plan.upstream.kind == "stub")
         runner = EvalRunner(
             items=todo,
             rows=plan.rows,
