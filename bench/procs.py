@@ -71,3 +71,89 @@ def started(argv: list[str], *, env: dict[str, str] | None = None) -> Iterator[t
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _stat(pid: str) -> tuple[int, float] | None:
+    """(parent pid, user + system CPU seconds) of a live process, None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _role(pid: int, root: int) -> str:
+    """What a process of the tree is, from its command line (for the CPU breakdown)."""
+    if pid == root:
+        return "eval"
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "other"
+    words = [Path(arg.decode(errors="replace")).name for arg in argv if arg]
+    if not words:
+        return "other"
+    if words[0] in ("uv", "uvx"):
+        return "uv"
+    if any(word.endswith(".py") for word in words[1:3]):
+        return "rollout server"
+    return words[0]
+
+
+class TreeCpu:
+    """The CPU of a process and of every process below it, sampled from /proc while it runs.
+
+    Each process's last reading counts, so a child that exits between two samples loses at
+    most one interval; `by_role` splits the total by what each process is."""
+
+    def __init__(self, root: int, *, interval_sec: float = 0.1) -> None:
+        self.root = root
+        self._interval = interval_sec
+        self._cpu: dict[int, float] = {}
+        self._roles: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self._interval)
+
+    def sample(self) -> None:
+        children: dict[int, list[int]] = {}
+        cpu: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            found = _stat(entry.name)
+            if found is not None:
+                pid = int(entry.name)
+                children.setdefault(found[0], []).append(pid)
+                cpu[pid] = found[1]
+        todo = [self.root]
+        while todo:
+            pid = todo.pop()
+            if pid in cpu:
+                self._cpu[pid] = max(self._cpu.get(pid, 0.0), cpu[pid])
+                if pid not in self._roles:
+                    self._roles[pid] = _role(pid, self.root)
+            todo.extend(children.get(pid, ()))
+
+    @property
+    def total(self) -> float:
+        return sum(self._cpu.values())
+
+    def by_role(self) -> dict[str, float]:
+        roles: dict[str, float] = {}
+        for pid, seconds in self._cpu.items():
+            role = self._roles.get(pid, "other")
+            roles[role] = roles.get(role, 0.0) + seconds
+        return roles
