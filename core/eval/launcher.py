@@ -192,22 +192,37 @@ async def launched_rollout_server(
         instance_id=instance_id,
         feeds=feeds or {},
     )
-    await _check_osmosis_version(
-        uv, rollout_dir, server_env=server_env, rollout=rollout, log=log, notice=notice
+    # Read while the server starts (both are a Python starting in that environment): the
+    # answer is only ever a notice, and it usually comes long before the server is healthy.
+    version_check = asyncio.ensure_future(
+        _check_osmosis_version(
+            uv, rollout_dir, server_env=server_env, rollout=rollout, log=log, notice=notice
+        )
     )
-    command = server_command(uv, rollout_dir, target)
-    log(SERVER_STEP, f"starting rollout server ({entrypoint}) on port {port}: {' '.join(command)}")
-    url = f"http://127.0.0.1:{port}"
-    async with _child(
-        command,
-        cwd=rollout_dir,
-        env=server_env,
-        on_line=lambda line: log(OUTPUT_STEP, line),
-        log=log,
-    ) as server:
-        await _wait_healthy(server, http_client, url, instance_id, api_key)
-        log(SERVER_STEP, f"rollout server healthy on port {port}")
-        yield url
+    try:
+        command = server_command(uv, rollout_dir, target)
+        log(
+            SERVER_STEP,
+            f"starting rollout server ({entrypoint}) on port {port}: {' '.join(command)}",
+        )
+        url = f"http://127.0.0.1:{port}"
+        async with _child(
+            command,
+            cwd=rollout_dir,
+            env=server_env,
+            on_line=lambda line: log(OUTPUT_STEP, line),
+            log=log,
+        ) as server:
+            await _wait_healthy(server, http_client, url, instance_id, api_key)
+            log(SERVER_STEP, f"rollout server healthy on port {port}")
+            await version_check  # bounded by its own timeout
+            yield url
+    finally:
+        if not version_check.done():
+            version_check.cancel()
+        await asyncio.wait({version_check})
+        if not version_check.cancelled():
+            version_check.exception()  # retrieved: raised above already, or the launch failed
 
 
 async def _sync(
