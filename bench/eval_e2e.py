@@ -126,7 +126,7 @@ def command(
     return argv, env
 
 
-def _log_lines(path: Path) -> list[tuple[float, str]]:
+def log_lines(path: Path) -> list[tuple[float, str]]:
     """(wall time, step) of every line of a logs.txt in the official format."""
     lines = []
     for line in path.read_text(errors="replace").splitlines():
@@ -188,7 +188,7 @@ def run_once(
     process.returncode = os.waitstatus_to_exitcode(status)
     kernel_total = usage.ru_utime + usage.ru_stime
     folder = output / "run"
-    lines = _log_lines(folder / "logs.txt") if (folder / "logs.txt").is_file() else []
+    lines = log_lines(folder / "logs.txt") if (folder / "logs.txt").is_file() else []
     results = [at for at, step in lines if step == "result"]
     events = folder / "events.jsonl"
     finished = len(events.read_text().splitlines()) if events.is_file() else 0
@@ -209,7 +209,7 @@ def run_once(
 
 
 @contextmanager
-def _stub_model(python: str) -> Iterator[tuple[int, str]]:
+def stub_model(python: str) -> Iterator[tuple[int, str]]:
     with started([python, "bench/servers.py", "chat"]) as (pid, port):
         yield pid, f"http://127.0.0.1:{port}/v1"
 
@@ -217,7 +217,7 @@ def _stub_model(python: str) -> Iterator[tuple[int, str]]:
 def measure(rows: int, repeats: int) -> dict[str, Any]:
     python = venv_python()
     runs: dict[str, list[dict[str, Any]]] = {tool: [] for tool in TOOLS}
-    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp, _stub_model(python) as (_, model):
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp, stub_model(python) as (_, model):
         workspace = make_workspace(Path(tmp) / "workspace", rows)
         for repeat in range(repeats):
             order = TOOLS if repeat % 2 == 0 else TOOLS[::-1]
