@@ -89,10 +89,12 @@ def test_snapshots_at_start_during_and_at_the_end(tmp_path: Path) -> None:
     results[failed.key] = failed
     clock.now += REFRESH_INTERVAL_SEC / 2
     snapshots.item_finished(failed, results, resumed)
+    snapshots.flush()  # written by the snapshots' own thread
     assert (folder.artifacts_dir / "row_1_run_0" / "grade.json").exists()
     assert folder.index_path.read_bytes() == index
     clock.now += REFRESH_INTERVAL_SEC
     snapshots.item_finished(failed, results, resumed)
+    snapshots.flush()
     assert [row["rollout_id"] for row in read_jsonl(folder.index_path)] == ["carried", "new"]
     assert folder.summary_path.read_bytes() == folder.index_path.read_bytes()
 
@@ -117,3 +119,4 @@ def test_a_snapshot_that_cannot_be_written_does_not_stop_the_item(tmp_path: Path
     result = item_result(0, 0)
     folder.index_path.mkdir()  # a folder where the file goes: every write fails
     snapshots.item_finished(result, {result.key: result}, set())
+    snapshots.flush()  # the failed write happened, and raised nothing

@@ -11,6 +11,13 @@ the official tool:
   `REFRESH_INTERVAL_SEC` (the official tool rewrites them after every item, which costs a
   run of thousands of items more than the items themselves);
 - at the end, whole, with the run's final state.
+
+What items finishing cause is written by a thread of its own, in order: every file is a
+durable write (an fsync or two), and on the event loop those held up every rollout, the
+gateway and the dashboard's keys for several milliseconds per item. `write()` (and `flush()`)
+waits for that thread to be done first, so the start and the end of a run are written as
+before. Nothing here is the resume authority (the journal is, written before any of this), so
+what a crash cuts short is written again by the next run.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from core.eval.results.durable import write_bytes_atomic, write_json_atomic
@@ -58,6 +66,8 @@ class Snapshots:
         self._clock = clock
         self._written_at: float | None = None
         self._failed = False
+        # Made with the first finished item, shut down by the next `write` (or `flush`).
+        self._writer: ThreadPoolExecutor | None = None
 
     def index_rows(
         self, results: Mapping[ItemKey, ItemResult], resumed: Collection[ItemKey]
@@ -82,7 +92,36 @@ class Snapshots:
         project: Iterable[ItemKey] | None = None,
     ) -> dict[str, Any]:
         """Rewrite every snapshot; project the items of `project` (None: all). Returns the
-        summary written to `metrics.json`. `OSError` when a file cannot be written."""
+        summary written to `metrics.json`. `OSError` when a file cannot be written.
+
+        What finished items queued is written first (`flush`)."""
+        self.flush()
+        self._written_at = self._clock()
+        return self._write(
+            results,
+            resumed,
+            state=state,
+            duration_ms=duration_ms,
+            completed_at=completed_at,
+            project=project,
+        )
+
+    def flush(self) -> None:
+        """Wait until what finished items queued is written."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
+
+    def _write(
+        self,
+        results: Mapping[ItemKey, ItemResult],
+        resumed: Collection[ItemKey],
+        *,
+        state: RunState,
+        duration_ms: float,
+        completed_at: str | None,
+        project: Iterable[ItemKey] | None,
+    ) -> dict[str, Any]:
         for key in sorted(results) if project is None else project:
             self._project(results[key])
         rows = self.index_rows(results, resumed)
@@ -95,7 +134,6 @@ class Snapshots:
             summary, self.identity, state=state, duration_ms=duration_ms, completed_at=completed_at
         )
         write_json_atomic(self.folder.metrics_path, document)
-        self._written_at = self._clock()
         return summary
 
     def item_finished(
@@ -104,24 +142,46 @@ class Snapshots:
         results: Mapping[ItemKey, ItemResult],
         resumed: Collection[ItemKey],
     ) -> None:
-        """`result` was journaled: project it, and refresh the rest when it is time.
+        """`result` was journaled: queue its projection, and a refresh of the rest when it is
+        time (the results as they are now), for the writer thread.
 
         Never raises: the result is safe in the journal, and the end of the run writes the
         snapshots again (a failure then is reported).
         """
+        now = self._clock()
+        refresh = None
+        if self._written_at is None or now - self._written_at >= REFRESH_INTERVAL_SEC:
+            self._written_at = now
+            refresh = (dict(results), frozenset(resumed))  # the loop goes on changing them
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshots")
+        self._writer.submit(self._item_finished, result, refresh)
+
+    def _item_finished(
+        self,
+        result: ItemResult,
+        refresh: tuple[dict[ItemKey, ItemResult], frozenset[ItemKey]] | None,
+    ) -> None:
         try:
             self._project(result)
-            due = self._written_at is None or (
-                self._clock() - self._written_at >= REFRESH_INTERVAL_SEC
-            )
-            if due:
-                self.write(results, resumed, project=())
+            if refresh is not None:
+                results, resumed = refresh
+                self._write(
+                    results,
+                    resumed,
+                    state="running",
+                    duration_ms=0.0,
+                    completed_at=None,
+                    project=(),
+                )
         except OSError as exc:
             if not self._failed:
                 self._failed = True
                 logger.warning(
                     "cannot refresh the results snapshots in %s: %s", self.folder.path, exc
                 )
+        except Exception:  # a fault of ours: on this thread nobody else would hear of it
+            logger.exception("writing the results snapshots in %s failed", self.folder.path)
 
     def _project(self, result: ItemResult) -> None:
         project_item(
