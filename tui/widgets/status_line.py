@@ -51,4 +51,4 @@ class StatusLine(Static):
             line.append("  PAUSED (p resumes)", "bold yellow")
         if read_only:
             line.append("  replay (read-only)", "cyan")
-        self.update(line)
+        self.update(line, layout=False)  # one line always (CSS): no layout pass per update

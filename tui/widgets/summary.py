@@ -79,7 +79,7 @@ class RunHeader(Static):
         line.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         line.add_column(no_wrap=True, justify="right")
         line.add_row(left, right)
-        self.update(line)
+        self.update(line, layout=False)  # one line always (CSS): no layout pass per update
 
 
 class SummaryStrip(Static):
@@ -199,7 +199,7 @@ class SummaryStrip(Static):
         last.add_column(no_wrap=True, justify="right")
         last.add_row(failed, _model_totals(board, elapsed))
         # One line each, never wrapped (see the CSS): a wrapped line would push the next out.
-        self.update(Group(chips, bar, last))
+        self.update(Group(chips, bar, last), layout=False)  # three lines always (CSS)
 
     def _eta(self, progress: Progress) -> Text:
         """`ETA 2m05s`; a lower bound with overdue work (`ETA ≥2m05s, 3 running long (1
