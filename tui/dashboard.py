@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from core.eval import EvalPlan
+from core.eval.heap import settled_for_a_run
 from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
 from tui.app import DashboardApp, create_app
 from tui.sources.live import EvalSource
@@ -32,7 +33,8 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
     source = EvalSource(plan, rerun=rerun, on_notice=notice)
     source.session.claim_name()  # a name in use is refused before the dashboard opens
     app = create_app(source, export_dir=plan.request.output)
-    asyncio.run(run_and_close(app))
+    with settled_for_a_run():
+        asyncio.run(run_and_close(app))
     if source.refused is not None:
         raise source.refused  # bad input found once running: the CLI exits 2 with it
     summary = source.summary

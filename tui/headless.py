@@ -10,6 +10,7 @@ import sys
 
 from core.eval import EvalPlan, EvalSession
 from core.eval.control_server import ControlEndpoint
+from core.eval.heap import settled_for_a_run
 from core.eval.launcher import kill_launched_servers
 from core.eval.reporter import (
     HeadlessReporter,
@@ -38,7 +39,7 @@ def run_headless(
     folder = display_path(plan.request.output / plan.run_name)
     # A reader that goes away (`| head`) or a full device must not stop the run or lose its
     # results: the exit status stays the run's.
-    with forgiving_std_streams(f"its results are in {folder}"):
+    with forgiving_std_streams(f"its results are in {folder}"), settled_for_a_run():
         return asyncio.run(
             _run(plan, mode=mode, cancel=on_interrupt == "cancel", rerun=rerun, verbose=verbose)
         )
