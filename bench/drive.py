@@ -66,7 +66,10 @@ async def drive(
         http = httpx.AsyncClient(transport=transport, timeout=60.0, limits=limits)
     elif impl != "ours":
         http = httpx.AsyncClient(timeout=60.0, limits=limits)
-    client = RolloutClient(url=url, http_client=http)
+    if impl == "official":
+        client = RolloutClient(url=url, http_client=http)
+    else:  # ours takes the same limits for the connections it makes (unused with `http`)
+        client = RolloutClient(url=url, http_client=http, limits=limits)
     extra: dict[str, Any] = {}
     events = 0
     receiver = None

@@ -54,12 +54,17 @@ def rollout_app(impl: str) -> Any:
     return create_rollout_server(backend=backend)
 
 
-def chat_app(latency_sec: float) -> Any:
+def chat_app(latency_sec: float, jitter_sec: float) -> Any:
     from server_stub.llm import create_chat_app
     from server_stub.llm_behaviour import StubChatSettings
-    from server_stub.llm_latency import FixedLatency
+    from server_stub.llm_latency import FixedLatency, UniformLatency
 
-    return create_chat_app(StubChatSettings(latency=FixedLatency(latency_sec)))
+    latency = (
+        UniformLatency(latency_sec - jitter_sec, latency_sec + jitter_sec)
+        if jitter_sec
+        else FixedLatency(latency_sec)
+    )
+    return create_chat_app(StubChatSettings(latency=latency))
 
 
 COUNT_PATH = "/__bench__/requests"
@@ -102,11 +107,12 @@ def main() -> None:
     parser.add_argument("kind", choices=("rollout", "chat"))
     parser.add_argument("--impl", choices=("ours", "official"), default="ours")
     parser.add_argument("--latency", type=float, default=0.0, help="chat: seconds per answer")
+    parser.add_argument("--jitter", type=float, default=0.0, help="chat: latency +- uniform")
     args = parser.parse_args()
     if args.kind == "rollout":
         app = RequestCounter(rollout_app(args.impl))
     else:
-        app = chat_app(args.latency)
+        app = chat_app(args.latency, args.jitter)
     sock = _listen()
     print(f"READY {sock.getsockname()[1]}", flush=True)
     # Each server on the stack it installs with: the official `osmosis-ai[server]` brings
