@@ -284,10 +284,6 @@ def figures(result: dict[str, Any]) -> list[Figure]:
         ),
     ]
     for tool, run in (("ours", ours), ("official", official)):
-        processes = ", ".join(f"{k} {v:.1f}" for k, v in sorted(run["cpu_by_process_s"].items()))
-        found.append(Figure(f"  {tool}: seconds by phase", _phases(run)))
-        found.append(Figure(f"  {tool}: CPU seconds by process", processes))
-    for tool, run in (("ours", ours), ("official", official)):
         if run["exit"] != 0 or run["finished"] != result["rollouts"]:
             found.append(
                 Figure(
@@ -301,6 +297,17 @@ def figures(result: dict[str, Any]) -> list[Figure]:
     return found
 
 
+def breakdown(result: dict[str, Any]) -> list[str]:
+    """Where each tool's seconds went (median run): phases of its wall time, CPU by process."""
+    lines = []
+    for tool in TOOLS:
+        run = result["median"][tool]
+        processes = ", ".join(f"{k} {v:.1f}" for k, v in sorted(run["cpu_by_process_s"].items()))
+        lines.append(f"{tool:>8} wall: {_phases(run)}")
+        lines.append(f"{tool:>8} CPU:  {processes}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=32)
@@ -311,6 +318,7 @@ def main() -> None:
     from bench.table import format_table
 
     print(format_table(figures(result)))
+    print("\n".join(breakdown(result)))
 
 
 if __name__ == "__main__":

@@ -97,6 +97,8 @@ def _role(pid: int, root: int) -> str:
         return "uv"
     if any(word.endswith(".py") for word in words[1:3]):
         return "rollout server"
+    if words[1:2] == ["-c"]:
+        return f"{words[0]} -c"  # a probe (the launcher's version check)
     return words[0]
 
 

@@ -1,9 +1,11 @@
-"""`make bench`: every benchmark side by side in one run, as a table and as JSON.
+"""`make bench`: every benchmark side by side in one run, as one table and as JSON.
 
 Servers and clients run in separate processes on the Python 3.12 conformance venv (which
 holds both osmosis-ai 0.3.8 and this project), so each pairing runs on the same interpreter
-and each side's CPU is measured on its own. Ratios are to the official pair measured in the
+and each side's CPU is measured on its own. Ratios are to the official figure measured in the
 same run: these machines are noisy, so absolute figures from another run do not compare.
+Repeated measurements are interleaved (so a noisy moment does not land on one side only) and
+their median kept.
 """
 
 from __future__ import annotations
@@ -12,13 +14,39 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from bench.procs import ROOT, cpu_seconds, open_sockets, rss_mb, started
+from bench.procs import ROOT, cpu_seconds, started
+from bench.table import Figure, format_table, ms, ratio
 
 RESULTS = ROOT / "bench" / "results"
+
+# (client, server, with the eval's events): the protocol pairings measured at each level.
+PAIRINGS_32 = (
+    ("official", "official", False),
+    ("ours", "ours", False),
+    ("ours", "ours", True),
+    ("ours-httpx", "ours", False),
+    ("ours-httpx-core", "ours", False),
+    ("ours", "official", False),
+    ("official", "ours", False),
+)
+PAIRINGS_1 = (
+    ("official", "official", False),
+    ("ours", "ours", False),
+    ("ours-httpx", "ours", False),
+)
+CLIENT_NAMES = {
+    "official": "official client",
+    "ours": "our client owning its transport",
+    "ours-httpx": "our client, caller's httpx client (httpx's transport)",
+    "ours-httpx-core": "our client, caller's httpx client on core.transport",
+}
 
 
 def venv_python() -> str:
@@ -38,20 +66,8 @@ def drive(
     events = [] if events_port is None else ["--events-port", str(events_port)]
     out = subprocess.run(
         [
-            py,
-            "-m",
-            "bench.drive",
-            "--impl",
-            impl,
-            "--url",
-            url,
-            "--chat-url",
-            chat,
-            "-n",
-            str(n),
-            "-c",
-            str(c),
-            *events,
+            *(py, "-m", "bench.drive", "--impl", impl, "--url", url, "--chat-url", chat),
+            *("-n", str(n), "-c", str(c), *events),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -61,39 +77,44 @@ def drive(
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def pairing(py: str, client: str, server: str, chat: str, *, n: int, c: int) -> dict[str, Any]:
-    with started([py, "bench/servers.py", "rollout", "--impl", server]) as (pid, port):
-        url = f"http://127.0.0.1:{port}"
+def pairing(
+    py: str, client: str, server: str, chat: str, *, n: int, c: int, events: bool = False
+) -> dict[str, Any]:
+    """One pairing; with `events`, the eval's path: the server exports its ownership events
+    to a receiver in the client's process, whose polls do not ask for every status."""
+    from core.eval.launcher import free_port
+
+    port = free_port() if events else None
+    env = {"OSMOSIS_ROLLOUT_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"} if events else None
+    with started([py, "bench/servers.py", "rollout", "--impl", server], env=env) as (pid, sport):
         cpu0 = cpu_seconds(pid)
-        result = drive(py, client, url, chat, n=n, c=c)
+        result = drive(py, client, f"http://127.0.0.1:{sport}", chat, n=n, c=c, events_port=port)
         server_cpu = cpu_seconds(pid) - cpu0
     # The warm-up rollouts are included in the server's CPU; they are few and the same for all.
     result.update(
         client_impl=client,
         server_impl=server,
+        events=events,
         server_cpu_ms_per_rollout=server_cpu / n * 1000,
+    )
+    result["total_cpu_ms_per_rollout"] = (
+        result["client_cpu_ms_per_rollout"] + result["server_cpu_ms_per_rollout"]
     )
     return result
 
 
 def throughput(py: str, chat: str, n: int, repeats: int = 2) -> list[dict[str, Any]]:
-    """Every pairing at 32 and at 1 in flight; pairings interleaved, each run `repeats` times
-    and the median kept, so that a noisy moment does not land on one pairing only."""
-    pairings = (
-        ("official", "official"),
-        ("ours", "ours"),
-        ("ours", "official"),
-        ("official", "ours"),
-    )
-    runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    """Every pairing at 32 and at 1 in flight, each run `repeats` times, interleaved; the
+    median run (by rollouts/s) kept."""
+    runs: dict[tuple[str, str, bool, int], list[dict[str, Any]]] = {}
     for _ in range(repeats):
-        for c, count in ((32, n), (1, max(n // 5, 50))):
-            for client, server in pairings:
-                result = pairing(py, client, server, chat, n=count, c=c)
-                runs.setdefault((client, server, c), []).append(result)
+        for c, count, pairings in ((32, n, PAIRINGS_32), (1, max(n // 5, 50), PAIRINGS_1)):
+            for client, server, events in pairings:
+                result = pairing(py, client, server, chat, n=count, c=c, events=events)
+                runs.setdefault((client, server, events, c), []).append(result)
                 print(
-                    f"  {client:>8} client / {server:<8} server  c={c:<3} "
-                    f"{result['rollouts_per_s']:7.1f} rollouts/s",
+                    f"  {client:>15} client / {server:<8} server{' +events' if events else ''}"
+                    f"  c={c:<3} {result['rollouts_per_s']:7.1f} rollouts/s",
                     flush=True,
                 )
     return [
@@ -103,10 +124,7 @@ def throughput(py: str, chat: str, n: int, repeats: int = 2) -> list[dict[str, A
 
 
 def observation(py: str, chat: str) -> list[dict[str, Any]]:
-    rows = []
-    for c, n in ((1, 200), (500, 2000)):
-        rows.append(pairing(py, "ours", "ours", chat, n=n, c=c))
-    return rows
+    return [pairing(py, "ours", "ours", chat, n=n, c=c) for c, n in ((1, 200), (500, 2000))]
 
 
 def floor(py: str, n: int) -> dict[str, Any]:
@@ -120,35 +138,32 @@ def floor(py: str, n: int) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def scale(py: str, chat: str) -> dict[str, Any]:
-    """1,000 rollouts in flight against one server: errors, memory per rollout, sockets."""
-    with started([py, "bench/servers.py", "rollout", "--impl", "ours"]) as (pid, port):
-        rss0 = rss_mb(pid)
-        result = drive(py, "ours", f"http://127.0.0.1:{port}", chat, n=3000, c=1000)
-        result.update(
-            server_rss_mb_before=rss0,
-            server_rss_mb_after=rss_mb(pid),
-            server_open_sockets_after=open_sockets(pid),
-        )
-    return result
-
-
 def cli_startup() -> dict[str, Any]:
     samples = []
     for _ in range(5):
         t0 = time.monotonic()
+        # The console script of the interpreter running this (make bench: the project's .venv).
         subprocess.run(
-            [str(ROOT / ".venv/bin/osmosis-tui"), "--help"], capture_output=True, check=True
+            [str(Path(sys.executable).parent / "osmosis-tui"), "--help"],
+            capture_output=True,
+            check=True,
         )
         samples.append(time.monotonic() - t0)
-    return {"help_ms_min": min(samples) * 1000, "help_ms_median": sorted(samples)[2] * 1000}
+    return {"help_ms_min": min(samples) * 1000, "help_ms_median": statistics.median(samples) * 1000}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=1000, help="rollouts per throughput pairing")
+    parser.add_argument("--report", action="store_true", help="print the last run's table")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one round each")
     args = parser.parse_args()
+    if args.report:
+        print(format_report(json.loads((RESULTS / "latest.json").read_text())))
+        return
     py = venv_python()
+    quick = args.quick
+    started_at = time.monotonic()
     report: dict[str, Any] = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -156,80 +171,187 @@ def main() -> None:
             "python": subprocess.run(
                 [py, "-V"], capture_output=True, text=True, check=True
             ).stdout.strip(),
+            "load_before": os.getloadavg(),
         },
     }
+    from bench import dashboard, dashboard_pty, eval_e2e, gateway, scale
+
     with started([py, "bench/servers.py", "chat"]) as (_chat_pid, chat_port):
         chat = f"http://127.0.0.1:{chat_port}/v1"
-        print("throughput (rollouts/s):", flush=True)
-        report["throughput"] = throughput(py, chat, args.n)
+        print("protocol pair (rollouts/s):", flush=True)
+        report["throughput"] = throughput(py, chat, 200 if quick else args.n, 1 if quick else 2)
         print("observation latency ...", flush=True)
         report["observation"] = observation(py, chat)
-        print("scale: 1,000 in flight ...", flush=True)
-        report["scale"] = scale(py, chat)
     print("floor ...", flush=True)
-    report["floor"] = floor(py, 5000)
-    report["startup"] = cli_startup()
-    from bench.dashboard import dashboard_benchmark
-    from bench.gateway import measure as gateway_benchmark
-
+    report["floor"] = floor(py, 1000 if quick else 5000)
     print("gateway: added latency and CPU per model call ...", flush=True)
-    report["gateway"] = gateway_benchmark(py, 2000, repeats=3)
-
+    report["gateway"] = gateway.measure(py, 400 if quick else 2000, repeats=1 if quick else 3)
+    print("eval end to end ...", flush=True)
+    report["eval_e2e"] = eval_e2e.measure(rows=8 if quick else 32, repeats=1 if quick else 3)
+    print("dashboard in a pty against headless ...", flush=True)
+    report["dashboard_pty"] = dashboard_pty.measure(
+        rows=8 if quick else 48, repeats=1 if quick else 3
+    )
+    print("scale: 2,000 in flight over 4 servers ...", flush=True)
+    report["scale"] = scale.measure(
+        py, total=600 if quick else 6000, in_flight=300 if quick else 2000
+    )
+    report["startup"] = cli_startup()
     print("dashboard: 10,000 rollouts, 500 changes/s ...", flush=True)
-    report["dashboard"] = dashboard_benchmark()
+    report["dashboard"] = dashboard.dashboard_benchmark()
+    report["machine"]["load_after"] = os.getloadavg()
+    report["machine"]["minutes"] = (time.monotonic() - started_at) / 60
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(report, indent=1))
     print(format_report(report))
 
 
-def format_report(report: dict[str, Any]) -> str:
-    lines = []
-    rows = report["throughput"]
-    base = {r["in_flight"]: r for r in rows if r["client_impl"] == r["server_impl"] == "official"}
-    lines.append(
-        f"{'client':>9} {'server':>9} {'c':>4} {'roll/s':>8} {'ratio':>6} {'p50 ms':>7} "
-        f"{'p99 ms':>7} {'req/roll':>8} {'cli ms':>7} {'srv ms':>7}"
+def _pair(
+    rows: list[dict[str, Any]], client: str, server: str, c: int, events: bool = False
+) -> Any:
+    return next(
+        r
+        for r in rows
+        if (r["client_impl"], r["server_impl"], r["in_flight"], r["events"])
+        == (client, server, c, events)
     )
-    for r in rows:
-        b = base[r["in_flight"]]
-        lines.append(
-            f"{r['client_impl']:>9} {r['server_impl']:>9} {r['in_flight']:>4} "
-            f"{r['rollouts_per_s']:8.1f} {r['rollouts_per_s'] / b['rollouts_per_s']:6.2f} "
-            f"{r['p50_ms']:7.1f} {r['p99_ms']:7.1f} {r['requests_per_rollout']:8.2f} "
-            f"{r['client_cpu_ms_per_rollout']:7.2f} {r['server_cpu_ms_per_rollout']:7.2f}"
-        )
-    for r in report["observation"]:
-        lines.append(
-            f"observation at {r['in_flight']:>3} in flight: terminal p50 "
-            f"{r['observe_terminal_p50_ms']:.1f} ms p99 {r['observe_terminal_p99_ms']:.1f} ms; "
-            f"running p50 {r['observe_running_p50_ms'] or 0:.1f} ms p99 "
-            f"{r['observe_running_p99_ms'] or 0:.1f} ms ({r['observed_running_share']:.0%} seen)"
-        )
-    f = report["floor"]
-    lines.append(
-        f"floor: {f['requests_per_s']:.0f} requests/s on a trivial ASGI app "
-        f"(~{f['requests_per_s'] / 2:.0f} rollouts/s at 2 requests per rollout)"
-    )
-    s = report["scale"]
-    lines.append(
-        f"scale: 1,000 in flight, {s['failures']} failures, {s['rollouts_per_s']:.0f} rollouts/s, "
-        f"server RSS {s['server_rss_mb_before']:.0f} -> {s['server_rss_mb_after']:.0f} MB, "
-        f"{s['server_open_sockets_after']} sockets open after"
-    )
-    st = report["startup"]
-    lines.append(f"startup: osmosis-tui --help {st['help_ms_median']:.0f} ms (median of 5)")
-    d = report["dashboard"]
-    lines.append(
-        f"dashboard: {d['rollouts']} rollouts, {d['changes_per_s']} changes/s: "
-        f"CPU {d['cpu_share']:.0%} of a core, key-to-repaint p50 {d['key_p50_ms']:.0f} ms "
-        f"p99 {d['key_p99_ms']:.0f} ms, RSS {d['rss_mb']:.0f} MB, "
-        f"first frame {d['first_frame_ms']:.0f} ms"
-    )
-    from bench.gateway import figures
-    from bench.table import format_table
 
-    lines.append(format_table(figures(report["gateway"])))
-    return "\n".join(lines)
+
+def protocol_figures(report: dict[str, Any]) -> list[Figure]:
+    rows = report["throughput"]
+    base = _pair(rows, "official", "official", 32)
+    found = []
+    targets = {"ours": ("3x", 3.0), "ours-httpx": ("1.8x", 1.8), "ours-httpx-core": ("1.8x", 1.8)}
+    for client in ("ours", "ours-httpx", "ours-httpx-core"):
+        r = _pair(rows, client, "ours", 32)
+        speed = ratio(r["rollouts_per_s"], base["rollouts_per_s"])
+        label, bar = targets[client]
+        found.append(
+            Figure(
+                f"protocol pair, 32 in flight, {CLIENT_NAMES[client]}: rollouts/s",
+                f"{r['rollouts_per_s']:.0f} ({speed:.2f}x)",
+                f"{base['rollouts_per_s']:.0f}",
+                f">= {label} official",
+                speed >= bar,
+            )
+        )
+    for client in ("ours", "ours-httpx"):
+        r = _pair(rows, client, "ours", 32)
+        share = ratio(r["total_cpu_ms_per_rollout"], base["total_cpu_ms_per_rollout"])
+        found.append(
+            Figure(
+                f"protocol pair, 32 in flight, {CLIENT_NAMES[client]}: CPU per rollout "
+                "(client + server)",
+                f"{ms(r['client_cpu_ms_per_rollout'])} + {ms(r['server_cpu_ms_per_rollout'])} "
+                f"({share:.2f}x)",
+                f"{ms(base['client_cpu_ms_per_rollout'])} + "
+                f"{ms(base['server_cpu_ms_per_rollout'])}",
+                "<= 1/3 official" if client == "ours" else "",
+                share <= 1 / 3 if client == "ours" else None,
+            )
+        )
+    bare, eval_path = _pair(rows, "ours", "ours", 32), _pair(rows, "ours", "ours", 32, True)
+    found.append(
+        Figure(
+            "protocol pair, 32 in flight: requests per rollout, bare client / eval's path "
+            "(server events on, no stale-status poll)",
+            f"{bare['requests_per_rollout']:.2f} / {eval_path['requests_per_rollout']:.2f}",
+            f"{base['requests_per_rollout']:.2f}",
+            "eval's path <= official",
+            eval_path["requests_per_rollout"] <= base["requests_per_rollout"] + 0.005,
+        )
+    )
+    found.append(
+        Figure(
+            "protocol pair, 32 in flight, eval's path: rollouts/s, CPU client + server",
+            f"{eval_path['rollouts_per_s']:.0f}, {ms(eval_path['client_cpu_ms_per_rollout'])} + "
+            f"{ms(eval_path['server_cpu_ms_per_rollout'])}",
+        )
+    )
+    for client, server in (("ours", "official"), ("official", "ours")):
+        r = _pair(rows, client, server, 32)
+        found.append(
+            Figure(
+                f"protocol pair, 32 in flight, {client} client / {server} server: rollouts/s",
+                f"{r['rollouts_per_s']:.0f} "
+                f"({ratio(r['rollouts_per_s'], base['rollouts_per_s']):.2f}x)",
+                f"{base['rollouts_per_s']:.0f}",
+            )
+        )
+    one, base1 = _pair(rows, "ours", "ours", 1), _pair(rows, "official", "official", 1)
+    httpx1 = _pair(rows, "ours-httpx", "ours", 1)
+    found.append(
+        Figure(
+            "protocol pair, 1 in flight: latency p50 (ours / ours-httpx)",
+            f"{ms(one['p50_ms'])} / {ms(httpx1['p50_ms'])}",
+            ms(base1["p50_ms"]),
+            "< 10 ms",
+            one["p50_ms"] < 10,
+        )
+    )
+    f = report["floor"]
+    near = ratio(_pair(rows, "ours", "ours", 32)["rollouts_per_s"], f["requests_per_s"] / 2)
+    found.append(
+        Figure(
+            "floor: trivial ASGI app on the same stack, requests/s (rollouts/s at 2 requests)",
+            f"{f['requests_per_s']:.0f} ({f['requests_per_s'] / 2:.0f}); our pair at {near:.0%}",
+        )
+    )
+    for r in report["observation"]:
+        found.append(
+            Figure(
+                f"observation, bare client at {r['in_flight']} in flight: terminal / running p99",
+                f"{ms(r['observe_terminal_p99_ms'])} / "
+                f"{ms(r['observe_running_p99_ms'] or 0)} ({r['observed_running_share']:.0%} seen)",
+            )
+        )
+    return found
+
+
+def other_figures(report: dict[str, Any]) -> list[Figure]:
+    st = report["startup"]
+    d = report["dashboard"]
+    return [
+        Figure(
+            "startup: osmosis-tui --help (median of 5)",
+            ms(st["help_ms_median"]),
+            "",
+            "< 300 ms",
+            st["help_ms_median"] < 300,
+        ),
+        Figure(
+            f"dashboard, synthetic: {d['rollouts']} rollouts, {d['changes_per_s']} changes/s: "
+            "CPU share / key p99 / RSS",
+            f"{d['cpu_share']:.0%} / {ms(d['key_p99_ms'])} / {d['rss_mb']:.0f} MB",
+            "",
+            "< 30% / < 100 ms / < 300 MB",
+            d["cpu_share"] < 0.3 and d["key_p99_ms"] < 100 and d["rss_mb"] < 300,
+        ),
+    ]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    from bench import dashboard_pty, eval_e2e, gateway, scale
+
+    figures = [
+        *gateway.figures(report["gateway"]),
+        *eval_e2e.figures(report["eval_e2e"]),
+        *dashboard_pty.figures(report["dashboard_pty"]),
+        *protocol_figures(report),
+        *scale.figures(report["scale"]),
+        *other_figures(report),
+    ]
+    machine = report["machine"]
+    head = (
+        f"{machine['cpus']} CPUs, {machine['python']}, load average "
+        f"{machine['load_before'][0]:.1f} before / {machine['load_after'][0]:.1f} after, "
+        f"{machine['minutes']:.0f} min"
+    )
+    seconds = "\n".join(eval_e2e.breakdown(report["eval_e2e"]))
+    return (
+        f"{head}\n{format_table(figures)}\n\n"
+        f"eval end to end, seconds by phase and CPU seconds by process (median run):\n{seconds}"
+    )
 
 
 if __name__ == "__main__":
