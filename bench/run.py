@@ -289,6 +289,10 @@ def protocol_figures(report: dict[str, Any]) -> list[Figure]:
             one["p50_ms"] < 10,
         )
     )
+    failed = sum(r["failures"] for r in rows)
+    found.append(
+        Figure("protocol pair: failed rollouts, every pairing", str(failed), "", "0", failed == 0)
+    )
     f = report["floor"]
     near = ratio(_pair(rows, "ours", "ours", 32)["rollouts_per_s"], f["requests_per_s"] / 2)
     found.append(
