@@ -12,12 +12,12 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 import anyio
 import httpx
 
+from core.async_closing import AsyncClosing
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
 from core.handle import RolloutHandle
 from core.transport import AiohttpTransport, Exchange
@@ -101,7 +101,7 @@ class _Attempt:
         self.in_flight = False
 
 
-class RolloutClient:
+class RolloutClient(AsyncClosing):
     """Talks to one rollout server; `run_rollout_async` returns a polling `RolloutHandle`.
 
     Keep the client open until every handle it created is done: handles poll through it.
@@ -148,17 +148,6 @@ class RolloutClient:
         self._admission_request = self.wire.prepare(f"{self.url}/rollout", self._post_headers)
         self._cancel_url = httpx.URL(f"{self.url}/rollout/cancel")
         self._health_url = httpx.URL(f"{self.url}/health")
-
-    async def __aenter__(self) -> RolloutClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client if this client created it; a supplied one stays open."""

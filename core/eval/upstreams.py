@@ -30,11 +30,11 @@ import zlib
 from collections.abc import Iterable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Protocol
 
 import httpx
 
+from core.async_closing import AsyncClosing
 from core.eval.gateway_errors import PreflightError, UpstreamError
 from core.eval.gateway_payloads import error_message
 from core.eval.nesting import load_json
@@ -201,7 +201,7 @@ def _content(response: Exchange) -> bytes:
         raise httpx.DecodingError(f"the model's {coding} body is corrupt: {exc}") from None
 
 
-class OpenAICompatibleUpstream:
+class OpenAICompatibleUpstream(AsyncClosing):
     """An OpenAI-compatible chat endpoint: `POST <base_url>/chat/completions`.
 
     Its connections are its own (aiohttp, through `core.transport`, without httpx's request
@@ -321,17 +321,6 @@ class OpenAICompatibleUpstream:
 
     async def aclose(self) -> None:
         await self._transport.aclose()
-
-    async def __aenter__(self) -> OpenAICompatibleUpstream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 # The preflight's request: as small as a real call gets, with room for reasoning models.
