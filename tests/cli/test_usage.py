@@ -9,21 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import child_env, osmosis
+from tests.eval_run.command import child_env, osmosis, run_osmosis
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`osmosis-tui ARGS` in a subprocess, with no input."""
-    return subprocess.run(
-        osmosis(*args),
-        cwd=cwd,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_osmosis(*args, cwd=cwd)
 
 
 def test_version_is_the_installed_distributions(tmp_path: Path) -> None:

@@ -56,6 +56,29 @@ def child_env(*, python: str | Path = sys.executable, **extra: str) -> dict[str,
     return env
 
 
+def run_osmosis(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    python: str | Path = sys.executable,
+    timeout: float = 60,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`osmosis-tui args...` in a subprocess, its output captured, `stdin` its input (default:
+    none at all, so nothing can wait for an answer)."""
+    return subprocess.run(
+        osmosis(*args, python=python),
+        cwd=cwd,
+        env=env or child_env(python=python),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+    )
+
+
 def run_eval(
     *args: str,
     cwd: Path,
@@ -66,16 +89,8 @@ def run_eval(
     before: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """`osmosis-tui [before...] eval args...`, `stdin` its input (default: none at all)."""
-    return subprocess.run(
-        osmosis(*before, "eval", *args, python=python),
-        cwd=cwd,
-        env=env or child_env(python=python),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        input=stdin,
-        stdin=subprocess.DEVNULL if stdin is None else None,
+    return run_osmosis(
+        *before, "eval", *args, cwd=cwd, env=env, python=python, timeout=timeout, stdin=stdin
     )
 
 

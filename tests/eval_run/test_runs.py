@@ -15,7 +15,7 @@ from typing import Any
 
 from core.eval.results.events import journal_line
 from tests.eval_results.helpers import item_result, official_inputs
-from tests.eval_run.command import child_env, osmosis, run_eval, start_eval
+from tests.eval_run.command import run_eval, run_osmosis, start_eval
 from tests.eval_run.files import multiply_rows, write_jsonl
 from tests.eval_run.servers import ServedDemo
 from tests.eval_run.test_interrupt import cancel_on_server
@@ -88,15 +88,7 @@ def official_run(output: Path, name: str, *, state: str = "finished") -> Path:
 
 
 def runs(cwd: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        osmosis("runs", *flags),
-        cwd=cwd,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_osmosis("runs", *flags, cwd=cwd)
 
 
 def listed(cwd: Path) -> dict[str, dict[str, Any]]:

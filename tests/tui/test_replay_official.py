@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from core.types import RolloutStatus
-from tests.eval_run.command import child_env, osmosis
+from tests.eval_run.command import run_osmosis
 from tests.tui.helpers import SIZE, text_of, until
 from tests.tui.recordings import numbers, played_to_the_end, replay_app
 from tui.sources.replay import ReplaySource
@@ -175,16 +175,7 @@ def test_the_command_takes_a_run_folder_and_says_what_it_cannot_replay(tmp_path:
     (tmp_path / "empty").mkdir()
 
     def replay(path: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            osmosis("replay", str(path)),
-            cwd=tmp_path,
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        return run_osmosis("replay", str(path), cwd=tmp_path)
 
     empty = replay(tmp_path / "empty")
     assert empty.returncode == 2
