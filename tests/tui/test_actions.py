@@ -239,7 +239,8 @@ async def test_new_and_rerun_grey_out_once_the_run_has_ended(live_eval: LiveFact
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: live.source.finished)
-            await pilot.pause(0.4)  # a repaint notices and refreshes the footer
+            # a repaint notices and refreshes the footer
+            await until(pilot, lambda: not app.screen.active_bindings["n"].enabled)
             footer = app.screen.active_bindings
             assert not footer["n"].enabled and not footer["r"].enabled
             await pilot.press("n", "r")

@@ -45,16 +45,16 @@ async def test_follow_keeps_each_new_rollout_in_view_until_f_again() -> None:
         assert table.cursor_id == rollout_id(159)  # the newest
         assert in_view(table, rollout_id(159))
         newest = add_rollout(board, 160)
-        await pilot.pause(0.5)  # a repaint
-        assert table.cursor_id == newest and in_view(table, newest)
+        await until(pilot, lambda: table.cursor_id == newest)  # a repaint
+        assert in_view(table, newest)
         await pilot.press("W")  # in another order too: to the new row, where it lands
         newest = add_rollout(board, 161)
-        await pilot.pause(0.5)
-        assert table.cursor_id == newest and in_view(table, newest)
+        await until(pilot, lambda: table.cursor_id == newest)
+        assert in_view(table, newest)
         await pilot.press("f")
         assert not app.follow and "following" not in status_line(app)
-        add_rollout(board, 162)
-        await pilot.pause(0.5)
+        unfollowed = add_rollout(board, 162)
+        await until(pilot, lambda: unfollowed in table.order)  # shown, and not followed
         assert table.cursor_id == newest != first
 
 
@@ -74,7 +74,7 @@ async def test_v_steps_through_the_runs_servers_then_shows_all_again() -> None:
         assert app.table.order == others and f"server {OTHER}" in status_line(app)
         added = add_rollout(board, 32, OTHER)
         add_rollout(board, 33, SERVER)
-        await pilot.pause(0.5)
+        await until(pilot, lambda: added in app.table.order)
         assert app.table.order == [*others, added], "new rollouts pass the filter too"
         await pilot.press("v")
         assert app.filter_server is None and len(app.table.order) == 28

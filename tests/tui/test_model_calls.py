@@ -37,8 +37,7 @@ async def test_a_call_waiting_for_the_model_shows_on_its_row_and_in_the_details(
             assert "model calls" in details and "waiting 1" in details
             assert "last request What is 6 * 7?" in details
             await until(pilot, lambda: board.records[rollout_id].finished)
-            await pilot.pause(0.4)  # a repaint
-            assert "last reply   42" in details_text(app)
+            await until(pilot, lambda: "last reply   42" in details_text(app))  # a repaint
             await pilot.press("enter")
             await until(pilot, lambda: "1 call" in row_text(app, rollout_id))
             tokens = board.records[rollout_id].model.tokens

@@ -8,7 +8,7 @@ from textual.binding import Binding
 
 from core.rollout_record import RolloutRecord
 from core.types import RolloutStatus
-from tests.tui.helpers import status_line
+from tests.tui.helpers import status_line, until
 from tests.tui.states import NOW, StaticSource, build_app, rollout_id, running_board
 from tui.app import DashboardApp
 from tui.bindings import DASHBOARD_BINDINGS
@@ -155,5 +155,4 @@ async def test_a_new_rollout_takes_its_place_in_the_sorted_order() -> None:
             run_index=0,
             source_row_index=99,
         )
-        await pilot.pause(0.5)  # a repaint
-        assert app.table.order[0] == rollout_id(99)
+        await until(pilot, lambda: app.table.order[0] == rollout_id(99))  # a repaint
