@@ -120,10 +120,23 @@ def command(
     if tool == "ours":
         argv = [python, "-m", "tui", "eval", *common, "--headless", "--chat-url", model_url]
         # The worktree's code, not the editable install the venv points at.
-        return argv, official_env(Path(python), PYTHONPATH=str(ROOT))
-    argv = [str(Path(python).parent / "osmosis"), "eval", "run", *common]
-    env = official_env(Path(python), OPENAI_API_BASE=model_url, OPENAI_API_KEY=MODEL_KEY)
+        env = official_env(Path(python), PYTHONPATH=str(ROOT))
+    else:
+        argv = [str(Path(python).parent / "osmosis"), "eval", "run", *common]
+        env = official_env(Path(python), OPENAI_API_BASE=model_url, OPENAI_API_KEY=MODEL_KEY)
+    # As on a user's machine: Python reads the bytecode it compiled (`compiled()`), rather
+    # than compiling every module of both tools and of the rollout server at every start.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return argv, env
+
+
+def compiled(workspace: Path, python: str) -> None:
+    """Bytecode for every module either tool's processes import, written once before the
+    first run (pip wrote the venv's at install; uv does not by default, and this worktree's
+    code has none while PYTHONDONTWRITEBYTECODE is set): no run pays for compiling."""
+    venv = workspace / "rollouts" / ROLLOUT / ".venv"
+    for tree in (ROOT / "core", ROOT / "tui", ROOT / "server_stub", venv):
+        subprocess.run([python, "-m", "compileall", "-q", str(tree)], capture_output=True)
 
 
 def log_lines(path: Path) -> list[tuple[float, str]]:
@@ -219,6 +232,7 @@ def measure(rows: int, repeats: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {tool: [] for tool in TOOLS}
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp, stub_model(python) as (_, model):
         workspace = make_workspace(Path(tmp) / "workspace", rows)
+        compiled(workspace, python)
         for repeat in range(repeats):
             order = TOOLS if repeat % 2 == 0 else TOOLS[::-1]
             for tool in order:
