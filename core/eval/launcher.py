@@ -33,7 +33,9 @@ from core.eval.uv_project import (
     version_probe_command,
 )
 
-HEALTH_POLL_SEC = 0.2
+# A refused connection costs well under a millisecond, and every poll the server is healthy
+# before delays the first rollout: at 0.2 s, by 0.1 s on average.
+HEALTH_POLL_SEC = 0.05
 STARTUP_TIMEOUT_SEC = 90.0
 STOP_GRACE_SEC = 5.0
 STOP_POLL_SEC = 0.05
