@@ -45,9 +45,10 @@ from core.eval.results.snapshots import Snapshots
 from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers import AllServersDown, ServerPool
+from core.eval.stopped_together import StoppedTogether
 from core.eval.summary import EvalSummary
 from core.eval.upstream_choice import opened_upstream
-from core.eval.upstreams import ambient_secret_values, preflight
+from core.eval.upstreams import ChatUpstream, ambient_secret_values, preflight
 from core.rollout_record import CancelRequest, PhaseMark, RequestOptions, RolloutRecord
 from core.transport import AiohttpTransport
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
@@ -420,9 +421,15 @@ class EvalSession:
         http = await stack.enter_async_context(
             httpx.AsyncClient(transport=AiohttpTransport(), timeout=httpx.Timeout(30.0, read=None))
         )
+        # Before the gateway is started, so that it closes after the gateway has stopped.
+        upstream, forwarded = await stack.enter_async_context(
+            opened_upstream(self.plan.upstream, api_key=self.plan.request.llm_api_key)
+        )
+        # Stopped after the servers: an official server's last events are sent as it stops.
         events = await self._start_event_receiver(stack)
-        gateway = await self._start_gateway(stack)
-        urls = await self._servers(stack, folder, http, self._feeds(events, folder))
+        started = await stack.enter_async_context(StoppedTogether())
+        gateway = await self._start_gateway(started, upstream, forwarded)
+        urls = await self._servers(started, folder, http, self._feeds(events, folder))
         pool = ServerPool.connect(
             list(urls),
             api_key=self._server_api_key,
@@ -467,8 +474,11 @@ class EvalSession:
             )
         return feeds
 
-    async def _start_gateway(self, stack: AsyncExitStack) -> ModelGateway:
-        """The run's model, checked by a preflight call, behind the run's gateway.
+    async def _start_gateway(
+        self, stack: StoppedTogether, upstream: ChatUpstream, forwarded: tuple[str, ...]
+    ) -> ModelGateway:
+        """The run's model (`upstream`, its requests given the `forwarded` headers), checked
+        by a preflight call, behind the run's gateway.
 
         Raises `PreflightError` when the model cannot be used (the run stops before any
         rollout; a passing problem, such as a rate limit, is only a notice), and
@@ -477,9 +487,6 @@ class EvalSession:
         plan, request = self.plan, self.plan.request
         log, calls = self._log, self._call_log
         assert log is not None and calls is not None
-        upstream, forwarded = await stack.enter_async_context(
-            opened_upstream(plan.upstream, api_key=request.llm_api_key)
-        )
         # The provider keys (as the environment holds them now) are masked everywhere.
         self.redactor = self.redactor.with_secrets([*upstream.secrets, *ambient_secret_values()])
         log.redactor = self.redactor
@@ -514,7 +521,7 @@ class EvalSession:
 
     async def _servers(
         self,
-        stack: AsyncExitStack,
+        stack: StoppedTogether,
         folder: RunFolder,
         http: httpx.AsyncClient,
         feeds: dict[str, str],
