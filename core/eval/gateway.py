@@ -83,6 +83,7 @@ from core.eval.redact import Redactor
 from core.eval.safe_text import terminal_safe
 from core.eval.token_counts import NOT_A_COUNT
 from core.eval.upstreams import ChatUpstream, ambient_secret_values
+from core.task_end import cancel_and_wait
 from core.types import ensure_single_path_segment
 
 logger = logging.getLogger(__name__)
@@ -246,15 +247,15 @@ class ModelGateway(LoopbackService):
                 status, payload = task.result()
                 await send_json(request.send, status, payload)
             elif gone in done:  # nobody is left to read an answer
-                await _cancel(task)
+                await cancel_and_wait(task)
                 await send_empty(request.send, 499)
             else:
                 await self._trickle(request, task, gone)
         except BaseException:
-            await _cancel(task)
+            await cancel_and_wait(task)
             raise
         finally:
-            await _cancel(gone)
+            await cancel_and_wait(gone)
 
     async def _trickle(self, request: RouteRequest, task: Call, gone: asyncio.Future[None]) -> None:
         """A committed 200 kept warm with whitespace (legal before JSON) until the body."""
@@ -267,7 +268,7 @@ class ModelGateway(LoopbackService):
                 racing, timeout=self._keepalive_interval, return_when=asyncio.FIRST_COMPLETED
             )
             if gone in done:
-                await _cancel(task)
+                await cancel_and_wait(task)
                 return
             if task in done:
                 break
@@ -297,8 +298,8 @@ class ModelGateway(LoopbackService):
             await send_piece(send, SSE_DONE)
             await end_stream(send)
         finally:
-            await _cancel(task)
-            await _cancel(gone)
+            await cancel_and_wait(task)
+            await cancel_and_wait(gone)
 
     # -- one call ------------------------------------------------------------------------
     async def _complete(
@@ -388,21 +389,6 @@ class ModelGateway(LoopbackService):
             hook(call)
         except Exception:
             logger.exception("a model-call hook failed (call %d)", call.call_id)
-
-
-async def _cancel(task: asyncio.Future[Any]) -> None:
-    """Cancel `task` if it still runs and wait for it to end.
-
-    Through `asyncio.wait`, never `await task`: should the waiting task be cancelled too (a
-    rollout gone mid-stream cancels it again and again), awaiting `task` itself would pass
-    each of those cancellations on to it and cut its own cleanup short, leaving the upstream
-    connection open.
-    """
-    if not task.done():
-        task.cancel()
-    await asyncio.wait({task})
-    if not task.cancelled():
-        task.exception()  # retrieved: what it was is already recorded or irrelevant
 
 
 __all__ = ["HEARTBEAT_SEC", "ROUTE", "ModelGateway"]

@@ -32,6 +32,7 @@ from core.eval.uv_project import (
     uv_environment,
     version_probe_command,
 )
+from core.task_end import cancel_and_wait
 
 # A refused connection costs well under a millisecond, and every poll the server is healthy
 # before delays the first rollout: at 0.2 s, by 0.1 s on average.
@@ -220,11 +221,7 @@ async def launched_rollout_server(
             await version_check  # bounded by its own timeout
             yield url
     finally:
-        if not version_check.done():
-            version_check.cancel()
-        await asyncio.wait({version_check})
-        if not version_check.cancelled():
-            version_check.exception()  # retrieved: raised above already, or the launch failed
+        await cancel_and_wait(version_check)  # raised above already, or the launch failed
 
 
 async def _sync(
