@@ -50,6 +50,7 @@ from core.eval.summary import EvalSummary
 from core.eval.upstream_choice import opened_upstream
 from core.eval.upstreams import ChatUpstream, ambient_secret_values, preflight
 from core.rollout_record import CancelRequest, PhaseMark, RequestOptions, RolloutRecord
+from core.task_end import cancel_and_wait
 from core.transport import AiohttpTransport
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
 
@@ -414,8 +415,8 @@ class EvalSession:
     async def _connect(
         self, stack: AsyncExitStack, folder: RunFolder
     ) -> tuple[ModelGateway, ServerPool]:
-        """Start the model gateway, then start or reach the servers; the gateway and the
-        pool, every server probed once."""
+        """Start the model gateway and start or reach the servers while the model's preflight
+        call is out; the gateway and the pool, every server probed once, once it passed."""
         # For starting a launched server (its health reads bound themselves); the pool's
         # clients make their own connections.
         http = await stack.enter_async_context(
@@ -428,8 +429,27 @@ class EvalSession:
         # Stopped after the servers: an official server's last events are sent as it stops.
         events = await self._start_event_receiver(stack)
         started = await stack.enter_async_context(StoppedTogether())
-        gateway = await self._start_gateway(started, upstream, forwarded)
-        urls = await self._servers(started, folder, http, self._feeds(events, folder))
+        # The provider keys (as the environment holds them now) are masked everywhere.
+        self._mask([*upstream.secrets, *ambient_secret_values()])
+        # A remote model's preflight takes as long as a call; uv sync and a server's start
+        # take seconds too. Nothing is sent to a server before the preflight passed, and its
+        # failure is the one reported, whatever the launch did meanwhile.
+        checked = asyncio.ensure_future(self._preflight(upstream))
+        launch: asyncio.Future[tuple[str, ...]] | None = None
+        try:
+            gateway = await self._start_gateway(started, upstream, forwarded)
+            launch = asyncio.ensure_future(
+                self._servers(started, folder, http, self._feeds(events, folder))
+            )
+            await checked
+            urls = await launch
+        finally:
+            # Whichever is still going once the other failed (an error of the one that ended
+            # second is not the one the run reports).
+            for task in (checked, launch):
+                if task is not None:
+                    await cancel_and_wait(task)
+        self.gateway = gateway
         pool = ServerPool.connect(
             list(urls),
             api_key=self._server_api_key,
@@ -474,26 +494,28 @@ class EvalSession:
             )
         return feeds
 
-    async def _start_gateway(
-        self, stack: StoppedTogether, upstream: ChatUpstream, forwarded: tuple[str, ...]
-    ) -> ModelGateway:
-        """The run's model (`upstream`, its requests given the `forwarded` headers), checked
-        by a preflight call, behind the run's gateway.
+    def _mask(self, secrets: list[str]) -> None:
+        self.redactor = self.redactor.with_secrets(secrets)
+        assert self._log is not None
+        self._log.redactor = self.redactor
 
-        Raises `PreflightError` when the model cannot be used (the run stops before any
-        rollout; a passing problem, such as a rate limit, is only a notice), and
-        `GatewayError` when the gateway's port cannot be bound.
-        """
-        plan, request = self.plan, self.plan.request
-        log, calls = self._log, self._call_log
-        assert log is not None and calls is not None
-        # The provider keys (as the environment holds them now) are masked everywhere.
-        self.redactor = self.redactor.with_secrets([*upstream.secrets, *ambient_secret_values()])
-        log.redactor = self.redactor
-        log.write(f"model: {plan.upstream.describe()}; preflight call", step="preflight")
+    async def _preflight(self, upstream: ChatUpstream) -> None:
+        """One call to the run's model. Raises `PreflightError` when it cannot be used (the
+        run stops before any rollout); a passing problem, such as a rate limit, is a notice."""
+        assert self._log is not None
+        self._log.write(f"model: {self.plan.upstream.describe()}; preflight call", step="preflight")
         warning = await preflight(upstream)  # logged by preflight itself
         if warning is not None:
             self.on_notice(self.redactor.redact(warning))
+
+    async def _start_gateway(
+        self, stack: StoppedTogether, upstream: ChatUpstream, forwarded: tuple[str, ...]
+    ) -> ModelGateway:
+        """The run's gateway in front of its model (`upstream`, its requests given the
+        `forwarded` headers). Raises `GatewayError` when its port cannot be bound."""
+        request = self.plan.request
+        log, calls = self._log, self._call_log
+        assert log is not None and calls is not None
 
         def call_ended(call: ModelCall) -> None:
             # calls.jsonl keeps the call even when the board's hook fails (the gateway logs it).
@@ -511,12 +533,10 @@ class EvalSession:
             on_call_end=call_ended,
             forward_headers=forwarded,
         )
-        self.redactor = self.redactor.with_secrets([gateway.api_key])
-        log.redactor = self.redactor
+        self._mask([gateway.api_key])
         await stack.enter_async_context(gateway)
         advertised = f", advertised as {request.advertise_url}" if request.advertise_url else ""
         log.write(f"model gateway on {gateway.base_url}{advertised}", step="listener")
-        self.gateway = gateway
         return gateway
 
     async def _servers(
@@ -535,8 +555,7 @@ class EvalSession:
             # A bearer of the run's own: the server listens on loopback, where any local
             # process could otherwise cancel the run's rollouts. Masked like every key.
             key = self._server_api_key = secrets.token_urlsafe(32)
-            self.redactor = self.redactor.with_secrets([key])
-            log.redactor = self.redactor
+            self._mask([key])
             url = await stack.enter_async_context(
                 demo_rollout_server(
                     otlp_endpoint=feeds[OTLP_ENDPOINT_ENV],

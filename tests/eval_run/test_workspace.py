@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -10,7 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
+from server_stub.serving import serve_in_loop
 from tests.eval_run.command import (
     REPO,
     alive,
@@ -28,6 +34,7 @@ from tests.eval_run.files import (
     run_folder,
     write_jsonl,
 )
+from tests.eval_run.servers import threaded_server
 from tests.polling import eventually_sync
 
 # The workspace's model_path is a real provider's: its rollouts talk to the stub model instead.
@@ -70,6 +77,35 @@ def test_workspace_rollout_server_is_launched_used_and_stopped(workspace: Path) 
     assert result.returncode == 0, result.stderr
     check_launched_run(workspace, result.stdout, "ws")
     assert not (inside / ".osmosis").exists()
+
+
+def test_the_server_starts_while_the_preflight_is_out_and_stops_when_it_fails(
+    workspace: Path,
+) -> None:
+    # A model that answers the preflight only once the server is healthy (at most 60 s),
+    # and refuses the key: a launch that waited for the preflight would never see it.
+    logs = run_folder(workspace, "refused") / "logs.txt"
+    seen_healthy: list[bool] = []
+
+    async def refuse(request: Request) -> JSONResponse:
+        for _ in range(1200):
+            if logs.is_file() and "rollout server healthy" in logs.read_text():
+                break
+            await asyncio.sleep(0.05)
+        seen_healthy.append("rollout server healthy" in logs.read_text())
+        return JSONResponse({"error": {"message": "invalid api key"}}, status_code=401)
+
+    model = Starlette(routes=[Route("/v1/chat/completions", refuse, methods=["POST"])])
+    with threaded_server(lambda: serve_in_loop(model)) as url:
+        result = run_eval(
+            CONFIG, "--chat-url", f"{url}/v1", "--headless", "--name", "refused", cwd=workspace
+        )
+    assert result.returncode == 2, result.stderr
+    assert "model preflight for 'openai/gpt-5-mini' failed (HTTP 401)" in result.stderr
+    assert seen_healthy == [True]
+    (pid,) = server_pids(logs.read_text())
+    assert not alive(pid), "the server launched meanwhile was stopped"
+    assert read_jsonl(run_folder(workspace, "refused") / "events.jsonl") == []
 
 
 def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_gives_it(
