@@ -10,6 +10,9 @@ import pytest
 
 from core.eval.stopped_together import StoppedTogether
 
+# Far longer than the other context's stop takes (a few event-loop turns).
+STUCK_SEC = 10.0
+
 
 async def test_each_context_is_left_while_the_others_are_still_stopping() -> None:
     first_stopping, second_stopping = asyncio.Event(), asyncio.Event()
@@ -19,7 +22,9 @@ async def test_each_context_is_left_while_the_others_are_still_stopping() -> Non
     async def member(name: str, mine: asyncio.Event, other: asyncio.Event) -> AsyncIterator[str]:
         yield name
         mine.set()
-        await other.wait()  # one after the other, the first would wait for ever
+        # Left one after the other, the first would wait for ever: the bound turns that
+        # hang into this test's failure.
+        await asyncio.wait_for(other.wait(), STUCK_SEC)
         left.append(name)
 
     async with StoppedTogether() as together:
