@@ -239,10 +239,33 @@ async def check_half_open_connections_are_reclaimed(start: Start) -> None:
 
 
 #: Every check, in the order a server's tests run them.
+async def check_a_websocket_upgrade_is_a_plain_request(start: Start) -> None:
+    """No server of ours speaks WebSocket: an upgrade is never switched to (no 101), the
+    request is answered as any other, and the listener goes on answering."""
+    async with start() as listener:
+        lines = [
+            f"GET {listener.path} HTTP/1.1",
+            "Host: 127.0.0.1",
+            "Connection: Upgrade",
+            "Upgrade: websocket",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version: 13",
+            *listener.headers,
+        ]
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        try:
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+            assert status_of(await read_answer(reader)) == listener.answered
+        finally:
+            writer.close()
+        assert await ask(listener) == listener.answered
+
+
 CHECKS: tuple[Check, ...] = (
     check_an_endless_header_is_cut_off,
     check_too_many_headers_are_refused,
     check_a_stalled_head_is_closed,
     check_half_open_connections_past_the_limit,
     check_half_open_connections_are_reclaimed,
+    check_a_websocket_upgrade_is_a_plain_request,
 )

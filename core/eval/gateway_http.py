@@ -63,9 +63,7 @@ class RouteApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 1000})
-            return
+            return  # no lifespan (off) and no WebSocket (`HttpLimits`): nothing else comes
         path: str = scope["path"]
         segment = _segment(path)
         if segment is None:
