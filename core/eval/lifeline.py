@@ -23,15 +23,25 @@ launcher's own stop.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import queue
+import select
 import signal
-import subprocess
 import sys
-import threading
-from collections.abc import Sequence
-from typing import NoReturn
+import time
+
+# The guard starts before every child (`uv sync`, the server) and so is on the way to every
+# run's first rollout: it imports only what a bare interpreter has at hand. `typing` alone
+# would add a third to its start; mypy reads this flag as `typing.TYPE_CHECKING`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
+
+# What Python ignores and `subprocess` gives back to a child its default for (SIGPIPE among
+# them): the command must die of a closed pipe as it would started from a shell.
+_RESTORED = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
+)
 
 
 def guarded_command(command: Sequence[str], lifeline: int, *, grace_sec: float) -> list[str]:
@@ -49,38 +59,68 @@ def guarded_command(command: Sequence[str], lifeline: int, *, grace_sec: float) 
 
 def _ignore(_signum: int, _frame: object) -> None:
     """The group's SIGTERM is meant for the command, which gets it too: the guard stays until
-    the command has ended (a handler, not SIG_IGN, which the command would inherit)."""
+    the command has ended (a handler, not SIG_IGN, which the command would inherit). SIGCHLD
+    gets it too, so that its arrival wakes the guard (`signal.set_wakeup_fd`)."""
 
 
 def _guard(lifeline: int, grace_sec: float, command: list[str]) -> NoReturn:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _ignore)
+    # Before the command exists, so that its end, however soon, is never missed.
+    wakeup = _wakeup_pipe()
+    os.set_inheritable(lifeline, False)  # the command must not hold the group's lifeline
     try:
-        child = subprocess.Popen(command)  # in the group, with the output; without `lifeline`
+        # Its own stdio and environment; no descriptor of ours (both ends above close on exec).
+        pid = os.posix_spawnp(command[0], command, os.environ, setsigdef=_RESTORED)
     except OSError as exc:
         print(f"cannot run {command[0]}: {exc}", file=sys.stderr, flush=True)
         sys.exit(127)  # as a shell says "command not found"
-    ended: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # the command's status; None: EOF
+    while True:
+        readable, _, _ = select.select([lifeline, wakeup], [], [])
+        if wakeup in readable:
+            _drain(wakeup)
+            status = _ended(pid)
+            if status is not None:
+                _exit_as(status)
+        # Nothing is ever written to the lifeline: readable means EOF, the eval is gone, and
+        # nobody else will stop the group.
+        if lifeline in readable and not os.read(lifeline, 1):
+            _stop_group(pid, wakeup, grace_sec)
 
-    def watch_lifeline() -> None:
-        while os.read(lifeline, 1):  # nothing is ever written: this returns at EOF only
+
+def _wakeup_pipe() -> int:
+    """The read end of a pipe that gets a byte whenever a signal arrives: what the guard
+    waits on, besides the lifeline, for its command's end (SIGCHLD)."""
+    read_end, write_end = os.pipe()  # not inheritable: closed in the command
+    os.set_blocking(read_end, False)
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, _ignore)
+    return read_end
+
+
+def _drain(wakeup: int) -> None:
+    try:
+        while os.read(wakeup, 512):
             pass
-        ended.put(None)
-
-    threading.Thread(target=lambda: ended.put(child.wait()), daemon=True).start()
-    threading.Thread(target=watch_lifeline, daemon=True).start()
-    status = ended.get()
-    if status is None:  # the eval is gone: nobody else will stop the group
-        _stop_group(ended, grace_sec)
-    _exit_as(status)
+    except BlockingIOError:
+        pass
 
 
-def _stop_group(ended: queue.SimpleQueue[int | None], grace_sec: float) -> NoReturn:
+def _ended(pid: int) -> int | None:
+    """The command's exit code (negative: the signal that ended it), None while it runs."""
+    done, status = os.waitpid(pid, os.WNOHANG)
+    return os.waitstatus_to_exitcode(status) if done else None
+
+
+def _stop_group(pid: int, wakeup: int, grace_sec: float) -> NoReturn:
     """SIGTERM to the group; once the command has ended, or after the grace, SIGKILL to what
     is left of it, the guard included."""
     os.killpg(0, signal.SIGTERM)
-    with contextlib.suppress(queue.Empty):
-        ended.get(timeout=grace_sec)
+    deadline = time.monotonic() + grace_sec
+    while _ended(pid) is None and (left := deadline - time.monotonic()) > 0:
+        if select.select([wakeup], [], [], left)[0]:
+            _drain(wakeup)
     os.killpg(0, signal.SIGKILL)
     os._exit(128 + signal.SIGKILL)  # not reached: the signal has ended the guard as well
 
