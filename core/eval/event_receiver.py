@@ -50,12 +50,18 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
 
+from core.eval.asgi import (
+    BodyTooLarge,
+    Disconnected,
+    Header,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+    request_headers,
+    send_whole,
+)
 from core.eval.embedded import HttpLimits
 from core.eval.errors import EvalError
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
@@ -93,14 +99,25 @@ class _Refusal(Exception):
         self.reason = reason
 
 
-def _media_type(request: Request) -> str | None:
-    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+class _Request:
+    """What the route reads of a request: its headers (lower-case names, first values)."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.headers = request_headers(scope)
+
+    def header(self, name: bytes, default: str = "") -> str:
+        value = self.headers.get(name)
+        return default if value is None else value.decode("latin-1")
+
+
+def _media_type(request: _Request) -> str | None:
+    media_type = request.header(b"content-type").partition(";")[0].strip().lower()
     return media_type if media_type in (PROTOBUF, JSON) else None
 
 
-def _wbits(request: Request) -> int | None:
+def _wbits(request: _Request) -> int | None:
     """zlib's wbits for the body's encoding, None when it is not encoded."""
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    encoding = request.header(b"content-encoding", "identity").strip().lower()
     if encoding in ("", "identity"):
         return None
     if encoding not in _WBITS:
@@ -108,8 +125,8 @@ def _wbits(request: Request) -> int | None:
     return _WBITS[encoding]
 
 
-def _declared_length(request: Request, limit: int) -> None:
-    declared = request.headers.get("content-length")
+def _declared_length(request: _Request, limit: int) -> None:
+    declared = request.headers.get(b"content-length")
     if declared is None:
         return
     if not declared.isdigit():
@@ -118,14 +135,12 @@ def _declared_length(request: Request, limit: int) -> None:
         raise _Refusal(413, f"the body is over {limit} bytes")
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(receive: Receive, limit: int) -> bytes:
     """The body, refused as soon as it passes `limit`: never more than that is held."""
-    body = bytearray()
-    async for chunk in request.stream():
-        if len(body) + len(chunk) > limit:
-            raise _Refusal(413, f"the body is over {limit} bytes")
-        body += chunk
-    return bytes(body)
+    try:
+        return await read_body(receive, limit)
+    except BodyTooLarge as exc:
+        raise _Refusal(413, f"the body is over {limit} bytes") from exc
 
 
 def _decompress(body: bytes, wbits: int, limit: int) -> bytes:
@@ -170,17 +185,23 @@ def decode_export_request(content: bytes, media_type: str) -> ExportLogsServiceR
     return message
 
 
-def _refuse(status: int, reason: str, headers: dict[str, str] | None = None) -> Response:
+async def _refuse(send: Send, status: int, reason: str, headers: tuple[Header, ...] = ()) -> None:
     # The connection is closed after a refusal: its body may be unread, and a client that
     # keeps streaming one (or lies about its length) is not worth keeping a connection for.
-    headers = {"Connection": "close", **(headers or {})}
-    return PlainTextResponse(reason, status_code=status, headers=headers)
+    await send_whole(
+        send,
+        status,
+        reason.encode(),
+        [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"), *headers],
+    )
 
 
-def _answer(response: ExportLogsServiceResponse, media_type: str) -> Response:
+async def _answer(send: Send, response: ExportLogsServiceResponse, media_type: str) -> None:
     if media_type == PROTOBUF:
-        return Response(response.SerializeToString(), media_type=PROTOBUF)
-    return Response(json_format.MessageToJson(response, indent=None), media_type=JSON)
+        body = response.SerializeToString()
+    else:
+        body = json_format.MessageToJson(response, indent=None).encode()
+    await send_whole(send, 200, body, [(b"content-type", media_type.encode())])
 
 
 class EventReceiver(LoopbackService):
@@ -214,12 +235,8 @@ class EventReceiver(LoopbackService):
         self._accepted = 0
         self._dropped = 0
         self._refused = 0
-        app = Starlette(
-            routes=[Route(LOGS_PATH, self._export, methods=["POST"])],
-            exception_handlers={HTTPException: self._not_here},
-        )
         self._listener = LoopbackServer(
-            app, port=port, shutdown_grace_sec=shutdown_grace_sec, limits=http_limits
+            self._app, port=port, shutdown_grace_sec=shutdown_grace_sec, limits=http_limits
         )
 
     # -- what the run reads --------------------------------------------------------------
@@ -247,36 +264,48 @@ class EventReceiver(LoopbackService):
         return self._refused
 
     # -- the route -----------------------------------------------------------------------
-    async def _not_here(self, _request: Request, exc: Exception) -> Response:
-        # The framework's own refusals (another path: 404, another method: 405).
-        assert isinstance(exc, HTTPException)
-        self._refused += 1
-        return _refuse(exc.status_code, str(exc.detail))
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`POST /v1/logs`; what a framework would answer anything else (a 404 for another
+        path, a 405 with `Allow` for another method), counted as refused."""
+        if scope["type"] != "http":
+            return  # no lifespan (off) and no WebSocket (`HttpLimits`): nothing else comes
+        if scope["path"] != LOGS_PATH:
+            self._refused += 1
+            await _refuse(send, 404, "Not Found")
+        elif scope["method"] != "POST":
+            self._refused += 1
+            await _refuse(send, 405, "Method Not Allowed", ((b"allow", b"POST"),))
+        else:
+            await self._export(_Request(scope), receive, send)
 
-    async def _export(self, request: Request) -> Response:
+    async def _export(self, request: _Request, receive: Receive, send: Send) -> None:
         if self._requests >= self._max_requests:
             self._refused += 1
-            return _refuse(503, "too many requests at once", {"Retry-After": "1"})
+            await _refuse(send, 503, "too many requests at once", ((b"retry-after", b"1"),))
+            return
         self._requests += 1
         try:
-            return await self._read_and_deliver(request)
+            media_type, response = await self._read_and_deliver(request, receive)
         except _Refusal as refusal:
             self._refused += 1
-            return _refuse(refusal.status, refusal.reason)
-        except ClientDisconnect:
-            self._refused += 1
-            return Response(status_code=499)  # nobody is left to read it
+            await _refuse(send, refusal.status, refusal.reason)
+        except Disconnected:
+            self._refused += 1  # gone before its body arrived: nobody is left to answer
+        else:
+            await _answer(send, response, media_type)
         finally:
             self._requests -= 1
 
-    async def _read_and_deliver(self, request: Request) -> Response:
+    async def _read_and_deliver(
+        self, request: _Request, receive: Receive
+    ) -> tuple[str, ExportLogsServiceResponse]:
         media_type = _media_type(request)
         if media_type is None:
             raise _Refusal(415, f"send {PROTOBUF} or {JSON}")
         wbits = _wbits(request)
         _declared_length(request, self._limit)
         try:
-            body = await asyncio.wait_for(_read_body(request, self._limit), self._read_timeout)
+            body = await asyncio.wait_for(_read_body(receive, self._limit), self._read_timeout)
         except asyncio.TimeoutError as exc:
             raise _Refusal(408, "the body did not arrive in time") from exc
         content = body if wbits is None else _decompress(body, wbits, self._limit)
@@ -293,7 +322,7 @@ class EventReceiver(LoopbackService):
                 "only rollout.ownership records with a usable rollout_id, server_id, status "
                 "and event_sequence are accepted"
             )
-        return _answer(response, media_type)
+        return media_type, response
 
     def _deliver(self, export: ExportLogsServiceRequest, received_at: float) -> int:
         """Hand each usable record to the hook; returns how many were dropped."""

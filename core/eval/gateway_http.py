@@ -1,8 +1,9 @@
 """The model gateway's HTTP side as a bare ASGI app: one POST route, JSON and event-stream
 answers, and the rollout's departure noticed while it waits.
 
-Every model call of a run passes here, so it does without a framework: a Starlette route,
-request and response cost about as much CPU per call as the rest of the gateway together.
+Every model call of a run passes here, so it does without a framework (`core.eval.asgi`): a
+Starlette route, request and response cost about as much CPU per call as the rest of the
+gateway together.
 What it answers outside the route is what Starlette answered (the official bridge's
 FastAPI does the same): 404 `{"detail": "Not Found"}` for another path, a 307 to the path
 without its trailing slash, 405 `{"detail": "Method Not Allowed"}` (with `Allow: POST`) for
@@ -17,10 +18,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+from core.eval.asgi import (
+    Disconnected,
+    Header,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+    request_headers,
+    send_whole,
+)
 
 ROUTE_PREFIX = "/v1/rollouts/"
 ROUTE_SUFFIX = "/chat/completions"
@@ -75,16 +82,11 @@ class RouteApp:
         if scope["method"] != "POST":
             await send_json(send, 405, {"detail": "Method Not Allowed"}, [(b"allow", b"POST")])
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # gone before its body arrived: nobody to answer
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        headers = {name.lower(): value for name, value in reversed(scope["headers"])}
-        await self._handler(RouteRequest(segment, headers, b"".join(chunks), receive, send))
+        try:
+            body = await read_body(receive)
+        except Disconnected:
+            return  # gone before its body arrived: nobody to answer
+        await self._handler(RouteRequest(segment, request_headers(scope), body, receive, send))
 
 
 async def _redirect(scope: Scope, send: Send, path: str) -> None:
@@ -96,14 +98,7 @@ async def _redirect(scope: Scope, send: Send, path: str) -> None:
     location = f"{scope.get('scheme', 'http')}://{host}{path}" + (
         f"?{query.decode('latin-1')}" if query else ""
     )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 307,
-            "headers": [(b"location", location.encode("latin-1")), (b"content-length", b"0")],
-        }
-    )
-    await send({"type": "http.response.body", "body": b""})
+    await send_whole(send, 307, b"", [(b"location", location.encode("latin-1"))])
 
 
 def encode_json(payload: Any) -> bytes:
@@ -113,30 +108,15 @@ def encode_json(payload: Any) -> bytes:
     ).encode()
 
 
-async def send_json(
-    send: Send, status: int, payload: Any, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
-    body = encode_json(payload)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-length", str(len(body)).encode()), _JSON, *headers],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+async def send_json(send: Send, status: int, payload: Any, headers: Iterable[Header] = ()) -> None:
+    await send_whole(send, status, encode_json(payload), [_JSON, *headers])
 
 
 async def send_empty(send: Send, status: int) -> None:
-    await send(
-        {"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]}
-    )
-    await send({"type": "http.response.body", "body": b""})
+    await send_whole(send, status, b"")
 
 
-async def start_stream(
-    send: Send, media_type: str, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
+async def start_stream(send: Send, media_type: str, headers: Iterable[Header] = ()) -> None:
     """A 200 whose body follows in pieces (`send_piece`, then `end_stream`)."""
     await send(
         {

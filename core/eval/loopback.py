@@ -80,6 +80,7 @@ class LoopbackServer:
             log_level="warning",
             access_log=False,
             lifespan="off",
+            interface="asgi3",  # told, not guessed: a bound method is not detected as one
             timeout_keep_alive=KEEP_ALIVE_SEC,
             timeout_graceful_shutdown=self._grace,
         )
