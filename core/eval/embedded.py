@@ -26,12 +26,12 @@ from pathlib import Path
 
 import server_stub
 from core.eval.launcher import LaunchError
-from server_stub.demo import demo_chat_settings, write_demo_dataset
-from server_stub.demo_server import READY, read_record
 from server_stub.http_limits import HttpLimits
-from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER
-from server_stub.serving import bind_socket, serve_in_loop
+
+# The demo's own modules (its workflow, dataset, chat app: Starlette and AnyIO) are imported
+# by the functions that run the demo: every run imports this module for `HttpLimits`, and a
+# run on a workspace or on servers of its own would pay ~50 ms at every start for nothing.
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,10 @@ RECORD_LIMIT = 1 << 20
 @asynccontextmanager
 async def stub_chat_endpoint() -> AsyncIterator[str]:
     """The stub OpenAI-compatible endpoint; yields the base URL rollouts append paths to."""
+    from server_stub.demo import demo_chat_settings
+    from server_stub.llm import create_chat_app
+    from server_stub.serving import serve_in_loop
+
     # Chat calls still open at the end belong to rollouts the run left behind (an interrupt
     # that leaves them running, a server ignoring a cancel): not worth waiting for.
     async with serve_in_loop(
@@ -79,6 +83,8 @@ async def demo_rollout_server(
     no other local process can cancel the run's rollouts): it goes to the process on its
     standard input, never on its command line or in its environment, which other processes
     can read. When the block ends the process cancels what it still runs and stops."""
+    from server_stub.serving import bind_socket
+
     sock = bind_socket()
     sock.listen(LISTEN_BACKLOG)  # connections queue from now on, before the child serves
     argv = [
@@ -121,6 +127,8 @@ async def demo_rollout_server(
 
 
 async def _ready(process: asyncio.subprocess.Process) -> None:
+    from server_stub.demo_server import READY
+
     assert process.stdout is not None
     try:
         line = await asyncio.wait_for(process.stdout.readline(), SERVER_START_TIMEOUT_SEC)
@@ -139,6 +147,8 @@ async def _log_lines(stream: asyncio.StreamReader | None) -> None:
     """The child's log records (`server_stub.demo_server.read_record`), each logged again
     under its own name and level, as if the server still ran here; any other line (a crash
     before its logging was set up) as a warning of this module's."""
+    from server_stub.demo_server import read_record
+
     assert stream is not None
     while True:
         try:
@@ -175,6 +185,8 @@ def refresh_demo_dataset(target: Path) -> None:
     Always this version's rows: an older osmosis-tui may have left other rows there. An
     `OSError` means the file could not be written.
     """
+    from server_stub.demo import write_demo_dataset
+
     fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
     if target.is_file() and target.read_bytes() == fresh.read_bytes():
         fresh.unlink()
