@@ -120,3 +120,63 @@ def test_a_snapshot_that_cannot_be_written_does_not_stop_the_item(tmp_path: Path
     folder.index_path.mkdir()  # a folder where the file goes: every write fails
     snapshots.item_finished(result, {result.key: result}, set())
     snapshots.flush()  # the failed write happened, and raised nothing
+
+
+def _refresh(
+    clock: Clock,
+    snapshots: Snapshots,
+    result: ItemResult,
+    results: dict[ItemKey, ItemResult],
+) -> list[dict[str, object]]:
+    """`result` finished, late enough for a refresh: the index as the writer thread left it."""
+    results[result.key] = result
+    clock.now += REFRESH_INTERVAL_SEC
+    snapshots.item_finished(result, results, set())
+    snapshots.flush()
+    return read_jsonl(snapshots.folder.index_path)
+
+
+def test_a_refresh_renders_again_what_changed_and_the_end_looks_at_every_trajectory(
+    tmp_path: Path,
+) -> None:
+    """While the run goes on, a row is made again when its item has a new result or its
+    trajectory was not found yet (it may land after the result); a trajectory found stays
+    found until the end's write, which looks at every one again."""
+    clock = Clock()
+    folder, snapshots = _snapshots(tmp_path, clock)
+    results: dict[ItemKey, ItemResult] = {}
+    snapshots.write(results, set())
+
+    def trajectory_of(rollout_id: str) -> Path:
+        path = folder.trials_dir / rollout_id / "trajectory.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(atif(rollout_id)))
+        return path
+
+    early = trajectory_of("early")
+    rows = _refresh(clock, snapshots, item_result(0, 0, rollout_id="early"), results)
+    assert rows[0]["trajectory_filename"] == "trajectory.json"
+    rows = _refresh(clock, snapshots, item_result(1, 0, rollout_id="late"), results)
+    assert [row.get("trajectory_filename") for row in rows] == ["trajectory.json", None]
+
+    trajectory_of("late")  # lands after its result was indexed
+    early.unlink()  # a found one is not looked at again while the run goes on
+    rerun = item_result(0, 1, rollout_id="rerun", status="failed", reward=None)
+    rows = _refresh(clock, snapshots, rerun, results)
+    assert [(row["rollout_id"], row.get("trajectory_filename")) for row in rows] == [
+        ("early", "trajectory.json"),
+        ("rerun", None),
+        ("late", "trajectory.json"),
+    ]
+    replaced = item_result(1, 0, rollout_id="late-again", reward=0.5)
+    rows = _refresh(clock, snapshots, replaced, results)
+    assert [(row["rollout_id"], row.get("reward")) for row in rows][2] == ("late-again", 0.5)
+
+    snapshots.write(results, set(), state="finished")
+    ended = read_jsonl(folder.index_path)
+    assert [(row["rollout_id"], row.get("trajectory_filename")) for row in ended] == [
+        ("early", None),
+        ("rerun", None),
+        ("late-again", None),
+    ]
+    assert folder.summary_path.read_bytes() == folder.index_path.read_bytes()

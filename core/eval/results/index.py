@@ -6,7 +6,8 @@ an empty file when none has. Keys in this order, those without a value left out:
 error_type, resumed`, serialised with JSON's default separators (`", "`, `": "`):
 
 - `trajectory_filename`: `"trajectory.json"` when the attempt's trajectory is valid
-  (`core.eval.results.trials`), re-checked at every refresh;
+  (`core.eval.results.trials`), checked when the run starts and ends and, while it runs, at
+  every refresh until it is found;
 - `tokens`: the result's, else the trajectory's token totals;
 - `resumed`: `true` for a result carried over from an earlier invocation of the run and not
   replaced in this one; absent otherwise.
@@ -47,12 +48,15 @@ def index_row(
     return {key: value for key, value in row.items() if value is not None}
 
 
+def index_line(row: Mapping[str, Any]) -> bytes:
+    """One row's line of `index.jsonl`, its newline included."""
+    return (json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
 def render_index(rows: Iterable[Mapping[str, Any]]) -> bytes:
     """The bytes of `index.jsonl` (and of `summary.jsonl`) for `rows`, sorted."""
     ordered = sorted(rows, key=lambda row: (row["row_index"], row["run_index"]))
-    return "".join(
-        json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in ordered
-    ).encode("utf-8")
+    return b"".join(map(index_line, ordered))
 
 
-__all__ = ["index_row", "render_index"]
+__all__ = ["index_line", "index_row", "render_index"]

@@ -26,11 +26,12 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from core.eval.results.durable import write_bytes_atomic, write_json_atomic
 from core.eval.results.folder import RunFolder
-from core.eval.results.index import index_row, render_index
+from core.eval.results.index import index_line, index_row
 from core.eval.results.metrics import RunIdentity, RunState, metrics_document, summarize
 from core.eval.results.progress import progress_document
 from core.eval.results.projections import project_item
@@ -40,6 +41,25 @@ from core.eval.results.trials import TrialsView
 logger = logging.getLogger(__name__)
 
 REFRESH_INTERVAL_SEC = 2.0
+
+
+@dataclass(frozen=True)
+class _IndexEntry:
+    """An item's index row as a refresh made it, from `result` (kept to tell when it changed)."""
+
+    result: ItemResult
+    resumed: bool
+    row: dict[str, Any]
+    line: bytes
+
+    def still(self, result: ItemResult, resumed: bool) -> bool:
+        """The row of `result` as it is now, without looking at its trajectory again: the
+        same result (the loop makes a new one for each finish), and a trajectory found."""
+        return (
+            self.result is result
+            and self.resumed == resumed
+            and "trajectory_filename" in (self.row)
+        )
 
 
 class Snapshots:
@@ -68,6 +88,10 @@ class Snapshots:
         self._failed = False
         # Made with the first finished item, shut down by the next `write` (or `flush`).
         self._writer: ThreadPoolExecutor | None = None
+        # The index as the last write made it, by item: a refresh renders again only the rows
+        # that changed, not every row of a run of thousands every few seconds. Used by one
+        # writer at a time (the loop's writes wait for the thread's).
+        self._index: dict[ItemKey, _IndexEntry] = {}
 
     def index_rows(
         self, results: Mapping[ItemKey, ItemResult], resumed: Collection[ItemKey]
@@ -104,6 +128,9 @@ class Snapshots:
             duration_ms=duration_ms,
             completed_at=completed_at,
             project=project,
+            # Every trajectory looked at again when the run starts and ends (a resumed run may
+            # come from the other tool; a trajectory may land after its item's result).
+            recheck=True,
         )
 
     def flush(self) -> None:
@@ -121,11 +148,13 @@ class Snapshots:
         duration_ms: float,
         completed_at: str | None,
         project: Iterable[ItemKey] | None,
+        recheck: bool,
     ) -> dict[str, Any]:
         for key in sorted(results) if project is None else project:
             self._project(results[key])
-        rows = self.index_rows(results, resumed)
-        data = render_index(rows)
+        entries = self._indexed(results, resumed, recheck=recheck)
+        rows = [entry.row for entry in entries]
+        data = b"".join(entry.line for entry in entries)
         write_bytes_atomic(self.folder.index_path, data)
         write_bytes_atomic(self.folder.summary_path, data)  # the same bytes, as official
         write_json_atomic(self.folder.progress_path, self.progress)
@@ -135,6 +164,23 @@ class Snapshots:
         )
         write_json_atomic(self.folder.metrics_path, document)
         return summary
+
+    def _indexed(
+        self, results: Mapping[ItemKey, ItemResult], resumed: Collection[ItemKey], *, recheck: bool
+    ) -> list[_IndexEntry]:
+        """The index entries of `results`, in the index's order (`ItemKey` is `(row_index,
+        run_index)`); an earlier entry is kept while it is `still` right, unless `recheck`."""
+        previous, entries = self._index, {}
+        for key in sorted(results):
+            result, was_resumed = results[key], key in resumed
+            entry = previous.get(key)
+            if recheck or entry is None or not entry.still(result, was_resumed):
+                trajectory = self.trials.trajectory(result.rollout_id)
+                row = index_row(result, trajectory=trajectory, resumed=was_resumed)
+                entry = _IndexEntry(result, was_resumed, row, index_line(row))
+            entries[key] = entry
+        self._index = entries
+        return list(entries.values())
 
     def item_finished(
         self,
@@ -173,6 +219,7 @@ class Snapshots:
                     duration_ms=0.0,
                     completed_at=None,
                     project=(),
+                    recheck=False,  # while it runs, only the trajectories not found yet
                 )
         except OSError as exc:
             if not self._failed:
