@@ -39,6 +39,7 @@ from tui.bindings import (
     FOOTER_PRIORITY,
     action_state,
     help_lines,
+    key_states,
     palette_commands,
 )
 from tui.flows.cancel import CancelFlow
@@ -154,7 +155,8 @@ class DashboardApp(App[None]):
         self._shown_details: str | None = None
         #: The app's time when it saw the source's work end: `now` stays there.
         self._ended_at: float | None = None
-        self._could_send = False
+        #: What the footer's keys were last shown to do (`key_states`).
+        self._key_states: tuple[bool | None, ...] = ()
         self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
         self.settings_file = settings_path()
@@ -234,7 +236,7 @@ class DashboardApp(App[None]):
         self.end_banner.show(ending)
         self.table.tick()  # durations as they were at the end
         self.update_summary()
-        self.refresh_bindings()  # nothing can be sent any more
+        self.keys_may_have_changed()  # nothing can be sent any more
 
     # -- repainting ------------------------------------------------------------------------
 
@@ -250,12 +252,9 @@ class DashboardApp(App[None]):
             table.apply_changes(batch.ids, batch.added)
             self._log_new_problems(batch.ids)
             self.update_summary()
-        # What the keys can do changed: e.g. the selected rollout finished (cancel greys out),
-        # or the servers came up or went away (new and re-run).
-        can_send = not self.source.read_only and self.source.can_send
-        if table.cursor_id in batch.ids or can_send != self._could_send:
-            self._could_send = can_send
-            self.refresh_bindings()
+        # E.g. the selected rollout finished (cancel greys out), or the servers came up or
+        # went away (new and re-run).
+        self.keys_may_have_changed()
         details = self.details
         if details.has_class("-open") and (
             table.cursor_id in batch.ids or table.cursor_id != self._shown_details
@@ -273,9 +272,19 @@ class DashboardApp(App[None]):
             self._ended_at = None
             self.end_banner.hide()
         self.update_summary()
-        self.refresh_bindings()
+        self.keys_may_have_changed()
         if self.details.has_class("-open"):
             self._show_details()
+
+    def keys_may_have_changed(self) -> None:
+        """Show the footer's keys again when what one of them can do changed. Textual
+        recomposes the footer on every `refresh_bindings` (a dozen widgets mounted and
+        styled): done at every repaint that touched the selected row, it cost the run ~4% of
+        its throughput with the dashboard open (bench/dashboard_pty.py)."""
+        states = key_states(self)
+        if states != self._key_states:
+            self._key_states = states
+            self.refresh_bindings()
 
     def _tick(self) -> None:
         """Once a second: elapsed times move on (table, header, details) while the work goes on."""
@@ -348,7 +357,7 @@ class DashboardApp(App[None]):
     def _cursor_moved(self) -> None:
         if not self.screen_stack:
             return  # a row or a move (follow mode) arrived as the app closed: no screen left
-        self.refresh_bindings()
+        self.keys_may_have_changed()
         if self.details.has_class("-open"):
             self._show_details()
 

@@ -356,6 +356,12 @@ def applicable(app: App[Any]) -> list[Binding]:
     return [b for b in DASHBOARD_BINDINGS if isinstance(b, Binding) and _state(app, b) is not False]
 
 
+def key_states(app: App[Any]) -> tuple[bool | None, ...]:
+    """What `check_action` answers for each of the dashboard's bindings, in their order: the
+    footer shows the keys as these say (shown, greyed out, hidden)."""
+    return tuple(_state(app, b) for b in DASHBOARD_BINDINGS if isinstance(b, Binding))
+
+
 def keys_shown(app: App[Any], binding: Binding) -> str:
     """A binding's keys as the footer would show them: "?, f1"."""
     return ", ".join(

@@ -8,9 +8,11 @@ import pytest
 from textual.binding import Binding
 from textual.widgets._footer import FooterKey
 
+from core.rollout_record import PhaseMark
+from core.types import RolloutStatus
 from tests.tui.helpers import screen_lines, until
 from tests.tui.recordings import replay_app, write_recording
-from tests.tui.states import build_app
+from tests.tui.states import NOW, build_app, running_source
 from tui.bindings import DASHBOARD_BINDINGS, FOOTER_PRIORITY
 from tui.widgets.fitted_footer import FittedFooter
 
@@ -48,3 +50,39 @@ async def test_the_footer_keeps_quit_and_help_and_nothing_spills(
         drawn = screen_lines(app)[-1]
         assert " ".join(drawn.replace("▏", " ").split()) == " ".join(" ".join(labels).split())
         assert sum(len(label) + 1 for label in labels) + 1 <= width
+
+
+async def test_the_footer_is_composed_again_only_when_what_a_key_does_changed() -> None:
+    """A change to the selected rollout that leaves every key as it was does not rebuild
+    the footer (Textual recomposes it on every `refresh_bindings`); one that changes what a
+    key can do does, and the key shows it."""
+    source = running_source()
+    app = build_app(source)
+    async with app.run_test(size=(160, 24)) as pilot:
+        await until(pilot, lambda: bool(screen_lines(app)[-1].strip()))
+        in_flight = next(record for record in source.board if record.in_flight)
+        app.table.move_cursor_to(in_flight.rollout_id)
+        await pilot.pause()
+        footer = app.query_one(FittedFooter)
+        keys = list(footer.query(FooterKey))
+        # What makes the footer compose its keys again (Textual's signal, published
+        # synchronously by `refresh_bindings`).
+        published: list[object] = []
+        app.screen.bindings_updated_signal.subscribe(app.screen, published.append, immediate=True)
+
+        # The server reports the rollout's next phase: the row changes, its keys do not.
+        following = {RolloutStatus.QUEUED: RolloutStatus.RUNNING}
+        phase = following.get(in_flight.status, RolloutStatus.GRADING)
+        app.board.server_mark(in_flight.rollout_id, PhaseMark(phase, NOW - 0.5, "server"))
+        app.repaint()
+        await pilot.pause()
+        assert in_flight.status == phase
+        assert in_flight.in_flight
+        assert published == []  # the footer is left as it is
+
+        source.can_send = False  # the servers went away: nothing can be sent
+        app.repaint()
+        assert len(published) == 1
+        await until(pilot, lambda: list(footer.query(FooterKey)) != keys)
+        new = next(key for key in footer.query(FooterKey) if key.action == "new_rollout")
+        assert new.has_class("-disabled")
