@@ -24,6 +24,8 @@ class StatusLine(Static):
     }
     """
 
+    _line: Text | None = None
+
     def show(
         self,
         view: TableView,
@@ -51,4 +53,8 @@ class StatusLine(Static):
             line.append("  PAUSED (p resumes)", "bold yellow")
         if read_only:
             line.append("  replay (read-only)", "cyan")
-        self.update(line, layout=False)  # one line always (CSS): no layout pass per update
+        # Asked at every repaint, and the line seldom changes: rendering it again costs more
+        # than making it.
+        if line != self._line:
+            self._line = line
+            self.update(line, layout=False)  # one line always (CSS): no layout pass per update

@@ -55,6 +55,8 @@ class RunHeader(Static):
     }
     """
 
+    _texts: tuple[Text, Text] | None = None
+
     def show(self, title: str, subtitle: str, servers: list[ServerView], elapsed: float) -> None:
         # Server health and elapsed time keep their place on the right; the run's name and
         # description give way (ellipsis) when the terminal is narrow.
@@ -75,6 +77,11 @@ class RunHeader(Static):
                 right.append(f" restarted×{server.restarts}", "yellow")
             right.append("  ")
         right.append(duration(elapsed), "dim")
+        # Asked at every repaint; what it says changes once a second at most, and rendering
+        # the line again costs more than making it.
+        if (left, right) == self._texts:
+            return
+        self._texts = (left, right)
         line = Table.grid(expand=True)
         line.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         line.add_column(no_wrap=True, justify="right")
