@@ -435,13 +435,14 @@ async def test_help_opens_with_question_mark_and_f1(live_eval: LiveFactory) -> N
         async with app.run_test(size=SIZE) as pilot:
             for key in ("question_mark", "f1"):
                 await pilot.press(key)
+                await until(pilot, lambda: isinstance(app.screen, HelpScreen))
                 assert isinstance(app.screen, HelpScreen)
                 keys = dict(app.screen.bindings_shown)
                 assert keys["c"] == "Cancel the selected rollout on its server"
                 assert "/" in keys and "?, f1" in keys
                 assert "." not in keys  # replay keys are not listed on a live run
                 await pilot.press("escape")
-                assert not isinstance(app.screen, HelpScreen)
+                await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
 
 
 async def test_command_palette_lists_the_dashboard_commands(live_eval: LiveFactory) -> None:
