@@ -17,6 +17,8 @@ Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Header = tuple[bytes, bytes]
+#: A request's headers: lower-case names to the first value of each (`request_headers`).
+Headers = dict[bytes, bytes]
 
 
 class Disconnected(Exception):
@@ -27,10 +29,16 @@ class BodyTooLarge(Exception):
     """The body passed the bound it was read with (what came stays unread)."""
 
 
-def request_headers(scope: Scope) -> dict[bytes, bytes]:
+def request_headers(scope: Scope) -> Headers:
     """Lower-case names to values; the first value of a repeated header (as Starlette reads
     them)."""
     return {name.lower(): value for name, value in reversed(scope["headers"])}
+
+
+def header_text(headers: Headers, name: bytes) -> str | None:
+    """The value of header `name` (lower-case) in `request_headers`, as text; None when absent."""
+    value = headers.get(name)
+    return None if value is None else value.decode("latin-1")
 
 
 async def read_body(receive: Receive, limit: int | None = None) -> bytes:
@@ -65,10 +73,12 @@ __all__ = [
     "BodyTooLarge",
     "Disconnected",
     "Header",
+    "Headers",
     "Message",
     "Receive",
     "Scope",
     "Send",
+    "header_text",
     "read_body",
     "request_headers",
     "send_whole",

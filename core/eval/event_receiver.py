@@ -55,9 +55,11 @@ from core.eval.asgi import (
     BodyTooLarge,
     Disconnected,
     Header,
+    Headers,
     Receive,
     Scope,
     Send,
+    header_text,
     read_body,
     request_headers,
     send_whole,
@@ -99,25 +101,14 @@ class _Refusal(Exception):
         self.reason = reason
 
 
-class _Request:
-    """What the route reads of a request: its headers (lower-case names, first values)."""
-
-    def __init__(self, scope: Scope) -> None:
-        self.headers = request_headers(scope)
-
-    def header(self, name: bytes, default: str = "") -> str:
-        value = self.headers.get(name)
-        return default if value is None else value.decode("latin-1")
-
-
-def _media_type(request: _Request) -> str | None:
-    media_type = request.header(b"content-type").partition(";")[0].strip().lower()
+def _media_type(headers: Headers) -> str | None:
+    media_type = (header_text(headers, b"content-type") or "").partition(";")[0].strip().lower()
     return media_type if media_type in (PROTOBUF, JSON) else None
 
 
-def _wbits(request: _Request) -> int | None:
+def _wbits(headers: Headers) -> int | None:
     """zlib's wbits for the body's encoding, None when it is not encoded."""
-    encoding = request.header(b"content-encoding", "identity").strip().lower()
+    encoding = (header_text(headers, b"content-encoding") or "identity").strip().lower()
     if encoding in ("", "identity"):
         return None
     if encoding not in _WBITS:
@@ -125,8 +116,8 @@ def _wbits(request: _Request) -> int | None:
     return _WBITS[encoding]
 
 
-def _declared_length(request: _Request, limit: int) -> None:
-    declared = request.headers.get(b"content-length")
+def _declared_length(headers: Headers, limit: int) -> None:
+    declared = headers.get(b"content-length")
     if declared is None:
         return
     if not declared.isdigit():
@@ -276,16 +267,16 @@ class EventReceiver(LoopbackService):
             self._refused += 1
             await _refuse(send, 405, "Method Not Allowed", ((b"allow", b"POST"),))
         else:
-            await self._export(_Request(scope), receive, send)
+            await self._export(request_headers(scope), receive, send)
 
-    async def _export(self, request: _Request, receive: Receive, send: Send) -> None:
+    async def _export(self, headers: Headers, receive: Receive, send: Send) -> None:
         if self._requests >= self._max_requests:
             self._refused += 1
             await _refuse(send, 503, "too many requests at once", ((b"retry-after", b"1"),))
             return
         self._requests += 1
         try:
-            media_type, response = await self._read_and_deliver(request, receive)
+            media_type, response = await self._read_and_deliver(headers, receive)
         except _Refusal as refusal:
             self._refused += 1
             await _refuse(send, refusal.status, refusal.reason)
@@ -297,13 +288,13 @@ class EventReceiver(LoopbackService):
             self._requests -= 1
 
     async def _read_and_deliver(
-        self, request: _Request, receive: Receive
+        self, headers: Headers, receive: Receive
     ) -> tuple[str, ExportLogsServiceResponse]:
-        media_type = _media_type(request)
+        media_type = _media_type(headers)
         if media_type is None:
             raise _Refusal(415, f"send {PROTOBUF} or {JSON}")
-        wbits = _wbits(request)
-        _declared_length(request, self._limit)
+        wbits = _wbits(headers)
+        _declared_length(headers, self._limit)
         try:
             body = await asyncio.wait_for(_read_body(receive, self._limit), self._read_timeout)
         except asyncio.TimeoutError as exc:

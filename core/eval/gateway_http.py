@@ -21,9 +21,11 @@ from typing import Any
 from core.eval.asgi import (
     Disconnected,
     Header,
+    Headers,
     Receive,
     Scope,
     Send,
+    header_text,
     read_body,
     request_headers,
     send_whole,
@@ -40,15 +42,14 @@ class RouteRequest:
 
     rollout_id: str
     """The path segment, percent-decoded (as a Starlette path parameter)."""
-    headers: dict[bytes, bytes]
+    headers: Headers
     """Lower-case names; the first value of a repeated header (as Starlette reads them)."""
     body: bytes
     receive: Receive
     send: Send
 
     def header(self, name: bytes) -> str | None:
-        value = self.headers.get(name)
-        return None if value is None else value.decode("latin-1")
+        return header_text(self.headers, name)
 
 
 Handler = Callable[[RouteRequest], Awaitable[None]]
