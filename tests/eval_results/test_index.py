@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from core.eval.results.index import index_row, render_index
+from core.eval.results.index import index_line, index_row
 from core.eval.results.trials import Trajectory
 from tests.eval_results.helpers import item_result
 
@@ -57,7 +57,8 @@ def test_index_rows_in_the_official_key_order_without_nulls() -> None:
     }
 
 
-def test_render_index_sorts_and_uses_the_default_separators() -> None:
+def test_index_lines_use_the_default_separators() -> None:
+    """Each row one line, as official; their order is the snapshots' (by item,
+    tests/eval_results/test_snapshots.py)."""
     rows = [json.loads(line) for line in OFFICIAL_INDEX.splitlines()]
-    assert render_index(list(reversed(rows))).decode() == OFFICIAL_INDEX
-    assert render_index([]) == b""
+    assert b"".join(map(index_line, rows)).decode() == OFFICIAL_INDEX

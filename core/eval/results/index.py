@@ -19,7 +19,7 @@ upload reads this file and refuses one that differs from these rules.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from core.eval.results.records import ItemResult
@@ -53,10 +53,4 @@ def index_line(row: Mapping[str, Any]) -> bytes:
     return (json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
-def render_index(rows: Iterable[Mapping[str, Any]]) -> bytes:
-    """The bytes of `index.jsonl` (and of `summary.jsonl`) for `rows`, sorted."""
-    ordered = sorted(rows, key=lambda row: (row["row_index"], row["run_index"]))
-    return b"".join(map(index_line, ordered))
-
-
-__all__ = ["index_line", "index_row", "render_index"]
+__all__ = ["index_line", "index_row"]

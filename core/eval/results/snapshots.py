@@ -56,9 +56,7 @@ class _IndexEntry:
         """The row of `result` as it is now, without looking at its trajectory again: the
         same result (the loop makes a new one for each finish), and a trajectory found."""
         return (
-            self.result is result
-            and self.resumed == resumed
-            and "trajectory_filename" in (self.row)
+            self.result is result and self.resumed == resumed and "trajectory_filename" in self.row
         )
 
 
@@ -96,14 +94,9 @@ class Snapshots:
     def index_rows(
         self, results: Mapping[ItemKey, ItemResult], resumed: Collection[ItemKey]
     ) -> list[dict[str, Any]]:
-        return [
-            index_row(
-                results[key],
-                trajectory=self.trials.trajectory(results[key].rollout_id),
-                resumed=key in resumed,
-            )
-            for key in sorted(results)
-        ]
+        """The index rows of `results`, every trajectory looked at (a summary when the files
+        could not be written)."""
+        return [entry.row for entry in self._indexed(results, resumed, recheck=True)]
 
     def write(
         self,
