@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.eval.errors import EvalError, InputError
-    from core.eval.plan import DEFAULT_OUTPUT, EvalPlan, EvalRequest, prepare
+    from core.eval.plan.prepare import DEFAULT_OUTPUT, EvalPlan, EvalRequest, prepare
     from core.eval.results.folder import RunFolderError
     from core.eval.results.lock import RunLocked
     from core.eval.session import EvalSession
@@ -22,16 +22,16 @@ if TYPE_CHECKING:
 
 # Each exported name and the module that defines it.
 _HOMES = {
-    "DEFAULT_OUTPUT": "core.eval.plan",
-    "EvalPlan": "core.eval.plan",
-    "EvalRequest": "core.eval.plan",
+    "DEFAULT_OUTPUT": "core.eval.plan.prepare",
+    "EvalPlan": "core.eval.plan.prepare",
+    "EvalRequest": "core.eval.plan.prepare",
     "EvalSession": "core.eval.session",
     "EvalSummary": "core.eval.summary",
     "EvalError": "core.eval.errors",
     "InputError": "core.eval.errors",
     "RunFolderError": "core.eval.results.folder",
     "RunLocked": "core.eval.results.lock",
-    "prepare": "core.eval.plan",
+    "prepare": "core.eval.plan.prepare",
 }
 
 __all__ = [

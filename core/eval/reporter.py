@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from core.board import RolloutBoard
-from core.eval.plan import EvalPlan
+from core.eval.plan.prepare import EvalPlan
 from core.eval.results.records import ItemResult
 from core.eval.safe_text import terminal_safe
 from core.eval.summary import EvalSummary

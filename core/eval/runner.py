@@ -28,10 +28,10 @@ import httpx
 
 from core.board import RolloutBoard
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
-from core.eval.dataset import DatasetRow
 from core.eval.dispatch_gate import DispatchGate
 from core.eval.errors import EvalError
 from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward
+from core.eval.plan.dataset import DatasetRow
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.safe_text import quote_text
 from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool

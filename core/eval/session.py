@@ -32,7 +32,7 @@ from core.eval.gateway_errors import GatewayError
 from core.eval.launcher import launched_rollout_server
 from core.eval.model_calls import CallLog, ModelCall
 from core.eval.ownership_events import OwnershipEvent
-from core.eval.plan import EvalPlan, kept_results
+from core.eval.plan.prepare import EvalPlan, kept_results
 from core.eval.redact import Redactor
 from core.eval.results.durable import describe_os_error, make_folders
 from core.eval.results.events import Journal

@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from core.eval.errors import InputError
-from core.eval.toml_source import parse_toml
+from core.eval.plan.toml_source import parse_toml
 
 # The osmosis-ai release this tool speaks for (PROTOCOL.md, EVAL.md): a rollout environment
 # holding another one still runs, with a warning.

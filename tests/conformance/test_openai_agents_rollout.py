@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.eval.config import load_config
+from core.eval.plan.config import load_config
 from tests.conformance.venv import OFFLINE_ENV, venv_env
 from tests.eval_run.command import child_env, run_eval
 from tests.eval_run.files import read_jsonl, run_folder, summary_of

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from core.eval.config import load_config
+from core.eval.plan.config import load_config
 from core.eval.results.lock import RunLock
 from core.eval.results.source_digest import rollout_source_digest
 from tests.conformance.official_eval import (

@@ -5,7 +5,7 @@ the rollout server unchanged (they are the user's data) and reach the terminal o
 The board keeps the raw text; each front end escapes what it draws: the headless reporter
 through `terminal_safe`, the dashboard through `plain()` (Rich `Text`, never markup).
 
-tests/eval/test_dataset.py proves the loader keeps such values verbatim and quotes them
+tests/eval/plan/test_dataset.py proves the loader keeps such values verbatim and quotes them
 safely in its own error messages; here they go through a whole run.
 """
 

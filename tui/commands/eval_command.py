@@ -41,8 +41,8 @@ def run_eval(args: argparse.Namespace) -> int:
     )
     from core.eval.event_receiver import EventReceiverError
     from core.eval.gateway_errors import GatewayError
+    from core.eval.plan.secret_values import secrets_in_environment
     from core.eval.reporter import OutputMode
-    from core.eval.secret_values import secrets_in_environment
 
     server_key = args.server_api_key or os.environ.get(SERVER_API_KEY_ENV) or None
     request = EvalRequest(
@@ -108,8 +108,8 @@ def run_eval(args: argparse.Namespace) -> int:
 def _confirmed(plan: EvalPlan, *, assume_yes: bool) -> bool:
     """Whether to go on: asked, on a terminal, before rollouts go to a real model (one that
     may cost money: not the stub); off a terminal, or with -y, it is not asked."""
-    from core.eval.plan import pending_count
-    from core.eval.secret_values import STDIN
+    from core.eval.plan.prepare import pending_count
+    from core.eval.plan.secret_values import STDIN
 
     if assume_yes or plan.upstream.kind == "stub" or not sys.stdin.isatty():
         return True

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.eval.toml_source import TomlKeyLocator, format_key_path
+from core.eval.plan.toml_source import TomlKeyLocator, format_key_path
 
 if sys.version_info >= (3, 11):
     import tomllib

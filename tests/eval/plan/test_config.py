@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.eval.config import EvalConfig, load_config
 from core.eval.errors import InputError, InputProblem
 from core.eval.nesting import MAX_NESTING, TOO_DEEP
+from core.eval.plan.config import EvalConfig, load_config
 
 VALID = """\
 [experiment]

@@ -5,7 +5,7 @@ rows and names the run, without touching the network or writing results: bad inp
 `InputError` listing every problem (exit 2). `core.eval.session.EvalSession` runs the plan.
 
 With a config, the workspace root is the folder above it holding `rollouts/` and `configs/`
-(`core.eval.config.workspace_root`), and every relative path of the run (`--output`,
+(`core.eval.plan.config.workspace_root`), and every relative path of the run (`--output`,
 `--dataset-file`, `--secrets-file`) is taken from there, wherever the command was started.
 """
 
@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from core.eval.config import EvalConfig, load_config, workspace_root
-from core.eval.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
 from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.launcher import LaunchError, resolve_entrypoint
+from core.eval.plan.config import EvalConfig, load_config, workspace_root
+from core.eval.plan.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
+from core.eval.plan.secret_values import STDIN, available_values, read_secrets_file
 from core.eval.results.durable import describe_os_error
 from core.eval.results.events import Journal
 from core.eval.results.folder import (
@@ -33,7 +34,6 @@ from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
 from core.eval.results.provenance import run_provenance
 from core.eval.results.records import MAX_WORK_ITEMS, ItemKey, ItemResult, WorkItem
 from core.eval.results.source_digest import EMPTY_SOURCE_DIGEST, rollout_source_digest
-from core.eval.secret_values import STDIN, available_values, read_secrets_file
 from core.eval.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")

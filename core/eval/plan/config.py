@@ -1,7 +1,7 @@
 """The Osmosis eval config (EVAL.md §2): read, validate, and point every problem at its line.
 
 Validation collects every problem before raising, so one run of `osmosis-tui eval CONFIG`
-shows all of them, each at its line (found by `core.eval.toml_source`).
+shows all of them, each at its line (found by `core.eval.plan.toml_source`).
 
 The schema is EVAL.md §2 plus the keys the official `osmosis` CLI accepts in the same file
 (`experiment.branch`, `experiment.commit_sha`, an `[advanced]` table): they only matter when a
@@ -21,14 +21,14 @@ from typing import Any
 
 from core.eval.errors import InputError, InputProblem
 from core.eval.nesting import TOO_DEEP, too_deep
-from core.eval.results.records import MAX_WORK_ITEMS
-from core.eval.toml_source import (
+from core.eval.plan.toml_source import (
     KeyPath,
     TomlKeyLocator,
     describe_value,
     format_key_path,
     parse_toml,
 )
+from core.eval.results.records import MAX_WORK_ITEMS
 
 # The official CLI's rules for names in [env] and [secrets]; a config that passes here should
 # pass `osmosis eval submit` too.
@@ -105,7 +105,7 @@ def load_config(path: Path, *, secret_values: Mapping[str, str] | None = None) -
     """Read and validate the eval config at `path`; raise `InputError` listing every problem.
 
     `secret_values` (default: `os.environ`) are the values the `[secrets].required` names may
-    take; each name needs a non-empty one (`core.eval.secret_values` gathers them from
+    take; each name needs a non-empty one (`core.eval.plan.secret_values` gathers them from
     `--secrets-file` and the environment).
     """
     source = str(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.eval.errors import InputError
-from core.eval.secret_values import (
+from core.eval.plan.secret_values import (
     available_values,
     parse_dotenv,
     read_secrets_file,

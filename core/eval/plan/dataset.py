@@ -1,6 +1,6 @@
 """Dataset rows for `osmosis-tui eval` (EVAL.md §3): checked rows, and the ones a run selects.
 
-`core.eval.dataset_formats` reads the file's records; every bad row is reported here with its
+`core.eval.plan.dataset_files` reads the file's records; every bad row is reported here with its
 file and line before any rollout is sent, and all problems are collected and raised together
 as one `InputError`.
 
@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.eval.dataset_formats import (
+from core.eval.errors import InputError, InputProblem
+from core.eval.nesting import TOO_DEEP, too_deep
+from core.eval.plan.dataset_files import (
     COLUMNS,
     LABEL_COLUMNS,
     METADATA,
@@ -34,8 +36,6 @@ from core.eval.dataset_formats import (
     parse_json,
     read_records,
 )
-from core.eval.errors import InputError, InputProblem
-from core.eval.nesting import TOO_DEEP, too_deep
 from core.eval.safe_text import quote_text
 from core.types import unpaired_surrogate
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.eval.errors import InputError
-from core.eval.plan import EvalRequest, prepare
+from core.eval.plan.prepare import EvalRequest, prepare
 from core.eval.results.records import MAX_WORK_ITEMS, WorkItem
 
 
@@ -52,7 +52,7 @@ def test_a_huge_n_is_refused_before_any_work_item_is_built(tmp_path: Path) -> No
 
 
 def test_the_limit_is_on_rows_times_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("core.eval.plan.MAX_WORK_ITEMS", 10)
+    monkeypatch.setattr("core.eval.plan.prepare.MAX_WORK_ITEMS", 10)
     assert len(prepare(request(tmp_path, 5, n=2)).items) == 10
     with pytest.raises(InputError) as caught:
         prepare(request(tmp_path, 4, n=3))
