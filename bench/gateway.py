@@ -1,6 +1,6 @@
-"""The model gateway's cost per call: the same chat calls sent straight to the upstream, through
-`core.eval.gateway`, and through the official osmosis-ai 0.3.8 LiteLLM bridge driven at the
-same upstream, side by side, at 1 and 64 calls in flight, streamed and not.
+"""The model gateway's cost per call: the same chat calls sent straight to the upstream,
+through `core.eval.gateway.model_gateway`, and through the official osmosis-ai 0.3.8 LiteLLM
+bridge driven at the same upstream, side by side, at 1 and 64 calls in flight, streamed and not.
 
 One process each: the upstream (the stub chat endpoint), our gateway, the official bridge
 (`LiteLLMBridge` behind `LlmBridgeListener`, as `osmosis eval run` serves it, pointed at the
@@ -96,8 +96,8 @@ def _ready(port: int) -> None:
 
 def serve_ours(upstream: str, key_file: Path) -> None:
     """Our gateway in front of `upstream`, as the eval runs it; its bearer goes to a file."""
-    from core.eval.gateway import ModelGateway
-    from core.eval.upstreams import OpenAICompatibleUpstream
+    from core.eval.gateway.model_gateway import ModelGateway
+    from core.eval.gateway.upstreams import OpenAICompatibleUpstream
 
     async def main() -> None:
         async with (

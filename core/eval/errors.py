@@ -18,7 +18,7 @@ callers have always caught. Where each one lives:
     │                         is no work item in flight, ...); also a RuntimeError
     │                         (core.eval.runner)
     ├── GatewayError          the model gateway, or an upstream model; also a RuntimeError
-    │   │                     (core.eval.gateway_errors)
+    │   │                     (core.eval.gateway.errors)
     │   ├── UpstreamError     one model call failed; carries the status to answer with
     │   ├── PreflightError    the run's model is unusable (bad model, refused key,
     │   │                     unreachable): the eval stops before dispatching (exit 2)

@@ -27,8 +27,10 @@ from core.eval.dispatch_gate import within_capacity
 from core.eval.embedded import demo_rollout_server
 from core.eval.event_receiver import EventReceiver, EventReceiverError
 from core.eval.fd_budget import DescriptorBudget, descriptor_budget
-from core.eval.gateway import ModelGateway
-from core.eval.gateway_errors import GatewayError
+from core.eval.gateway.errors import GatewayError
+from core.eval.gateway.model_gateway import ModelGateway
+from core.eval.gateway.upstream_choice import opened_upstream
+from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values, preflight
 from core.eval.launcher import launched_rollout_server
 from core.eval.model_calls import CallLog, ModelCall
 from core.eval.ownership_events import OwnershipEvent
@@ -47,8 +49,6 @@ from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers import AllServersDown, ServerPool
 from core.eval.stopped_together import StoppedTogether
 from core.eval.summary import EvalSummary
-from core.eval.upstream_choice import opened_upstream
-from core.eval.upstreams import ChatUpstream, ambient_secret_values, preflight
 from core.rollout_record import CancelRequest, PhaseMark, RequestOptions, RolloutRecord
 from core.task_end import cancel_and_wait
 from core.transport import AiohttpTransport

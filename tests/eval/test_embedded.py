@@ -15,7 +15,7 @@ from core.client import RolloutClient
 from core.eval.embedded import RECORD_LIMIT, demo_rollout_server, stub_chat_endpoint
 from core.types import PREVIEW_FILE, RolloutStatus
 from server_stub.serving import serve_in_loop
-from tests.gateway.fake_upstream import FakeUpstream, quoting_the_key
+from tests.eval.gateway.fake_upstream import FakeUpstream, quoting_the_key
 from tests.polling import eventually
 
 QUESTION = [{"role": "user", "content": "What is 17 * 23?"}]

@@ -15,7 +15,7 @@ from core.eval.control_client import (
 from core.eval.control_protocol import ProtocolViolation
 from core.eval.control_socket import ControlError, ControlSocketError
 from core.eval.errors import EvalError, InputError
-from core.eval.gateway_errors import GatewayError, LiteLLMUnavailable, PreflightError, UpstreamError
+from core.eval.gateway.errors import GatewayError, LiteLLMUnavailable, PreflightError, UpstreamError
 from core.eval.launcher import LaunchError
 from core.eval.results.folder import ResumeRefused, RunFolderError
 from core.eval.servers import AllServersDown

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from server_stub.serving import serve_in_loop
+from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval_run.command import RUN_TIMEOUT_SEC, child_env, osmosis, run_eval
 from tests.eval_run.files import envelope
 from tests.eval_run.servers import ServedDemo, threaded_server
-from tests.gateway.fake_upstream import FakeUpstream
 
 CONFIG = "configs/eval/multiply.toml"
 QUESTION = "Send 6 rollouts to model openai/gpt-5-mini? [y/N] "

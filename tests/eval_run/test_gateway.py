@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from core.eval import upstream_choice
+from core.eval.gateway import upstream_choice
 from core.eval.launcher import free_port
 from server_stub.serving import serve_in_loop
+from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval_run.command import child_env, run_eval
 from tests.eval_run.files import read_jsonl, run_folder, summary_of
 from tests.eval_run.servers import ServedDemo, threaded_server
-from tests.gateway.fake_upstream import FakeUpstream
 from tui.cli import main
 
 UPSTREAM_KEY = "sk-upstream-" + "7e2a" * 8

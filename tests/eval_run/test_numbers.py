@@ -15,10 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from server_stub.serving import serve_in_loop
+from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, completion
 from tests.eval_run.command import run_eval
 from tests.eval_run.files import read_jsonl, run_folder, write_jsonl
 from tests.eval_run.servers import threaded_server
-from tests.gateway.fake_upstream import Answer, FakeUpstream, completion
 
 
 def scripted_server() -> FastAPI:

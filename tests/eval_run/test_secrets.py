@@ -25,10 +25,10 @@ from server_stub.demo import (
 )
 from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
+from tests.eval.gateway.fake_upstream import FakeUpstream, quoting_the_key
 from tests.eval_run.command import child_env, run_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
 from tests.eval_run.servers import threaded_server
-from tests.gateway.fake_upstream import FakeUpstream, quoting_the_key
 
 LLM_KEY = f"llm-{secrets.token_hex(16)}"
 SERVER_KEY = f"srv-{secrets.token_hex(16)}"

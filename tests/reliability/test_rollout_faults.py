@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from core.eval import EvalSession
-from core.eval.gateway_errors import PreflightError
+from core.eval.gateway.errors import PreflightError
 from core.eval.launcher import free_port
 from server_stub import Grader, GraderContext
 from tests.eval_run.files import multiply_rows, read_jsonl

@@ -33,7 +33,7 @@ from starlette.applications import Starlette
 
 from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.export import export_row
-from core.eval.gateway_errors import PreflightError
+from core.eval.gateway.errors import PreflightError
 from core.eval.launcher import LaunchError, resolve_entrypoint
 from core.eval.uv_project import server_command
 from server_stub import (
@@ -48,10 +48,16 @@ from server_stub.llm import create_chat_app
 from server_stub.serving import serve_in_loop
 from server_stub.standalone import is_loopback
 from server_stub.workflow import AgentWorkflowContext
+from tests.eval.gateway.fake_upstream import (
+    Answer,
+    FakeUpstream,
+    completion,
+    error,
+    quoting_the_key,
+)
 from tests.eval_run.command import child_env, osmosis, start_eval
 from tests.eval_run.files import multiply_rows, read_jsonl, run_folder
 from tests.eval_run.servers import ServedDemo
-from tests.gateway.fake_upstream import Answer, FakeUpstream, completion, error, quoting_the_key
 from tests.polling import eventually, eventually_sync
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.eval.gateway_errors import PreflightError
+from core.eval.gateway.errors import PreflightError
 from core.eval.launcher import free_port
 from server_stub.demo import MultiplyWorkflow
 from tests.tui.helpers import (

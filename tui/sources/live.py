@@ -10,7 +10,7 @@ from pathlib import Path
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.control_server import ControlEndpoint
 from core.eval.dispatch_gate import DispatchState
-from core.eval.gateway_errors import GatewayError
+from core.eval.gateway.errors import GatewayError
 from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
 from core.eval.servers import shown_state

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
-from core.eval.gateway_payloads import message_text
+from core.eval.gateway.payloads import message_text
 from core.eval.safe_text import replace_unsafe
 from core.rollout_record import DISPLAY_STATUSES, NOT_ADMITTED
 from core.transcript import content_text

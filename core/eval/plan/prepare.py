@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from core.eval.errors import EvalError, InputError, InputProblem
+from core.eval.gateway.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
 from core.eval.launcher import LaunchError, resolve_entrypoint
 from core.eval.plan.config import EvalConfig, load_config, workspace_root
 from core.eval.plan.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
@@ -34,7 +35,6 @@ from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
 from core.eval.results.provenance import run_provenance
 from core.eval.results.records import MAX_WORK_ITEMS, ItemKey, ItemResult, WorkItem
 from core.eval.results.source_digest import EMPTY_SOURCE_DIGEST, rollout_source_digest
-from core.eval.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"

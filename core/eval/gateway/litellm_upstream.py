@@ -28,9 +28,9 @@ from typing import Any
 import httpx
 
 from core.async_closing import AsyncClosing
-from core.eval.gateway_errors import LiteLLMUnavailable, UpstreamError, answer_status
-from core.eval.gateway_payloads import error_message
-from core.eval.upstreams import UpstreamReply, inference_fields, masker
+from core.eval.gateway.errors import LiteLLMUnavailable, UpstreamError, answer_status
+from core.eval.gateway.payloads import error_message
+from core.eval.gateway.upstreams import UpstreamReply, inference_fields, masker
 
 EXTRA = "osmosis-tui[litellm]"
 # Request fields LiteLLM would read as its own configuration rather than pass to the model,

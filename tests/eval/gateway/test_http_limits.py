@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from core.eval.embedded import HttpLimits
-from core.eval.gateway import ModelGateway
-from core.eval.upstreams import OpenAICompatibleUpstream
-from tests.gateway.conftest import UPSTREAM_KEY
-from tests.gateway.fake_upstream import FakeUpstream
-from tests.gateway.helpers import chat_body, post_chat
+from core.eval.gateway.model_gateway import ModelGateway
+from core.eval.gateway.upstreams import OpenAICompatibleUpstream
+from tests.eval.gateway.conftest import UPSTREAM_KEY
+from tests.eval.gateway.fake_upstream import FakeUpstream
+from tests.eval.gateway.helpers import chat_body, post_chat
 from tests.hostile_heads import Check, Listener, Start, port_of
 
 

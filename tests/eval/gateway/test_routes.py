@@ -9,13 +9,13 @@ from typing import Any
 import httpx
 import pytest
 
-from core.eval.gateway import ModelGateway
-from core.eval.gateway_errors import GatewayError
+from core.eval.gateway.errors import GatewayError
+from core.eval.gateway.model_gateway import ModelGateway
+from core.eval.gateway.upstreams import OpenAICompatibleUpstream
 from core.eval.loopback import LoopbackServer
-from core.eval.upstreams import OpenAICompatibleUpstream
-from tests.gateway.conftest import UPSTREAM_KEY
-from tests.gateway.fake_upstream import Answer, FakeUpstream, completion
-from tests.gateway.helpers import chat_body, parse_sse, post_chat
+from tests.eval.gateway.conftest import UPSTREAM_KEY
+from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, completion
+from tests.eval.gateway.helpers import chat_body, parse_sse, post_chat
 
 
 def upstream(url: str, **kwargs: Any) -> OpenAICompatibleUpstream:

@@ -7,16 +7,16 @@ import asyncio
 import httpx
 import pytest
 
-from core.eval.gateway import ModelGateway
+from core.eval.gateway.model_gateway import ModelGateway
+from core.eval.gateway.upstreams import OpenAICompatibleUpstream
 from core.eval.model_calls import ModelCall
-from core.eval.upstreams import OpenAICompatibleUpstream
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
 from server_stub.llm_latency import FixedLatency
 from tests.conftest import Serve
-from tests.gateway.conftest import UPSTREAM_KEY
-from tests.gateway.fake_upstream import Answer, FakeUpstream, Seen, completion, error
-from tests.gateway.helpers import chat_body, closed_port, parse_sse, post_chat
+from tests.eval.gateway.conftest import UPSTREAM_KEY
+from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, Seen, completion, error
+from tests.eval.gateway.helpers import chat_body, closed_port, parse_sse, post_chat
 
 UPSTREAM_500 = '{"error":{"message":"boom","type":"fake_error","code":null}}'
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.eval.gateway_errors import GatewayError, PreflightError
-from core.eval.upstreams import OpenAICompatibleUpstream, preflight
-from tests.gateway.conftest import UPSTREAM_KEY
-from tests.gateway.fake_upstream import FakeUpstream, error
-from tests.gateway.helpers import closed_port
+from core.eval.gateway.errors import GatewayError, PreflightError
+from core.eval.gateway.upstreams import OpenAICompatibleUpstream, preflight
+from tests.eval.gateway.conftest import UPSTREAM_KEY
+from tests.eval.gateway.fake_upstream import FakeUpstream, error
+from tests.eval.gateway.helpers import closed_port
 
 
 def upstream(url: str) -> OpenAICompatibleUpstream:

@@ -12,13 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.eval.gateway import ModelGateway
+from core.eval.gateway.model_gateway import ModelGateway
+from core.eval.gateway.upstreams import OpenAICompatibleUpstream
 from core.eval.model_calls import TEXT_LIMIT, CallLog, ModelCall, bounded
 from core.eval.redact import Redactor
-from core.eval.upstreams import OpenAICompatibleUpstream
-from tests.gateway.conftest import UPSTREAM_KEY
-from tests.gateway.fake_upstream import Answer, FakeUpstream, Seen, completion, error
-from tests.gateway.helpers import chat_body, post_chat
+from tests.eval.gateway.conftest import UPSTREAM_KEY
+from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, Seen, completion, error
+from tests.eval.gateway.helpers import chat_body, post_chat
 
 
 def upstream(url: str) -> OpenAICompatibleUpstream:
@@ -108,7 +108,7 @@ async def test_usage_counts_that_are_no_counts_are_unknown_with_a_warning(
     text = json.dumps(completion()).replace(json.dumps(completion()["usage"]), usage)
     fake.respond = lambda _seen: Answer(text=text, headers={"content-type": "application/json"})
     ended: list[ModelCall] = []
-    caplog.set_level(logging.WARNING, logger="core.eval.gateway")
+    caplog.set_level(logging.WARNING, logger="core.eval.gateway.model_gateway")
     async with upstream(fake_url) as up, ModelGateway(up, on_call_end=ended.append) as gateway:
         plain = await post_chat(client, gateway, chat_body(), rollout_id="a")
         streamed = await post_chat(client, gateway, chat_body(stream=True), rollout_id="a")

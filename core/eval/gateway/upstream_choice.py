@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from core.eval.litellm_upstream import LiteLLMUpstream, litellm_available, unavailable_message
-from core.eval.upstreams import ChatUpstream, OpenAICompatibleUpstream
+from core.eval.gateway.litellm_upstream import (
+    LiteLLMUpstream,
+    litellm_available,
+    unavailable_message,
+)
+from core.eval.gateway.upstreams import ChatUpstream, OpenAICompatibleUpstream
 
 #: `--chat-url stub`: the stub model, started in-process as in the demo.
 STUB = "stub"

@@ -9,7 +9,7 @@ whole completion into the rollout's SSE answer itself.
   stub model), over one pooled `httpx.AsyncClient`. It sends `model` = `model_path` without
   its provider prefix and retries as the OpenAI SDK under LiteLLM does (twice, on 408, 409,
   429, 5xx, timeouts and failed connections, 0.5 s doubling, or as `retry-after` says).
-- `LiteLLMUpstream` (`core.eval.litellm_upstream`): `model_path` through LiteLLM, when the
+- `LiteLLMUpstream` (`core.eval.gateway.litellm_upstream`): `model_path` through LiteLLM, when the
   `osmosis-tui[litellm]` extra is installed.
 
 `preflight(upstream)` makes one tiny call before a run, so that a bad model or key fails once
@@ -35,8 +35,8 @@ from typing import Any, Protocol
 import httpx
 
 from core.async_closing import AsyncClosing
-from core.eval.gateway_errors import PreflightError, UpstreamError
-from core.eval.gateway_payloads import error_message
+from core.eval.gateway.errors import PreflightError, UpstreamError
+from core.eval.gateway.payloads import error_message
 from core.eval.nesting import load_json
 from core.eval.redact import Redactor
 from core.transport import AiohttpTransport, Exchange

@@ -7,14 +7,19 @@ import sys
 import httpx
 import pytest
 
-from core.eval.gateway import ModelGateway
-from core.eval.gateway_errors import LiteLLMUnavailable, PreflightError
-from core.eval.litellm_upstream import EXTRA, LiteLLMUpstream, litellm_available, load_litellm
+from core.eval.gateway.errors import LiteLLMUnavailable, PreflightError
+from core.eval.gateway.litellm_upstream import (
+    EXTRA,
+    LiteLLMUpstream,
+    litellm_available,
+    load_litellm,
+)
+from core.eval.gateway.model_gateway import ModelGateway
+from core.eval.gateway.upstreams import preflight
 from core.eval.model_calls import ModelCall
-from core.eval.upstreams import preflight
-from tests.gateway.conftest import UPSTREAM_KEY
-from tests.gateway.fake_upstream import Answer, FakeUpstream, completion, error
-from tests.gateway.helpers import chat_body, closed_port, parse_sse, post_chat
+from tests.eval.gateway.conftest import UPSTREAM_KEY
+from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, completion, error
+from tests.eval.gateway.helpers import chat_body, closed_port, parse_sse, post_chat
 
 needs_litellm = pytest.mark.skipif(not litellm_available(), reason=f"needs {EXTRA}")
 

@@ -46,8 +46,7 @@ from typing import Any
 from urllib.parse import quote
 
 from core.eval.embedded import HttpLimits
-from core.eval.gateway_errors import GatewayError, UpstreamError
-from core.eval.gateway_http import (
+from core.eval.gateway.asgi_app import (
     ROUTE_PREFIX,
     ROUTE_SUFFIX,
     RouteApp,
@@ -59,7 +58,8 @@ from core.eval.gateway_http import (
     start_stream,
     watch_departure,
 )
-from core.eval.gateway_payloads import (
+from core.eval.gateway.errors import GatewayError, UpstreamError
+from core.eval.gateway.payloads import (
     SSE_DONE,
     SSE_PING,
     answer_payload,
@@ -75,14 +75,14 @@ from core.eval.gateway_payloads import (
     sse_data,
     sse_error,
 )
+from core.eval.gateway.reasoning_memory import ReasoningMemory
+from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.nesting import load_json
-from core.eval.reasoning_memory import ReasoningMemory
 from core.eval.redact import Redactor
 from core.eval.safe_text import terminal_safe
 from core.eval.token_counts import NOT_A_COUNT
-from core.eval.upstreams import ChatUpstream, ambient_secret_values
 from core.task_end import cancel_and_wait
 from core.types import ensure_single_path_segment
 

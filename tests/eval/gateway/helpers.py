@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from core.eval.gateway import ModelGateway
+from core.eval.gateway.model_gateway import ModelGateway
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import Serve
-from tests.gateway.fake_upstream import FakeUpstream
+from tests.eval.gateway.fake_upstream import FakeUpstream
 
 UPSTREAM_KEY = "sk-upstream-secret-0123456789"
 
