@@ -82,7 +82,7 @@ def pairing(
 ) -> dict[str, Any]:
     """One pairing; with `events`, the eval's path: the server exports its ownership events
     to a receiver in the client's process, whose polls do not ask for every status."""
-    from core.eval.launcher import free_port
+    from core.eval.servers.launcher import free_port
 
     port = free_port() if events else None
     env = {"OSMOSIS_ROLLOUT_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"} if events else None

@@ -1,4 +1,4 @@
-"""The zero-setup demo's rollout server as a process of its own (`core.eval.embedded` starts
+"""The zero-setup demo's rollout server as a process of its own (`core.eval.servers.embedded` starts
 it), so that the eval and the server it drives do not share one core.
 
     python -m server_stub.demo_server --fd N [--otlp-endpoint URL] [--preview-root DIR]

@@ -3,7 +3,7 @@ of a request head, its headers, the time it takes to arrive, and how many connec
 
 The rollout server and the stub chat endpoint are served with these (`server_stub.serving`).
 The eval's own loopback services (its model gateway and event receiver) are served with these
-too, through its one door to this package (`core.eval.embedded`).
+too, through its one door to this package (`core.eval.servers.embedded`).
 
 uvicorn parses with httptools, which buffers a header value until its end without limit
 (`h11_max_incomplete_event_size` bounds the h11 parser only), and has no timeout for a request

@@ -11,7 +11,6 @@ import sys
 from core.eval import EvalPlan, EvalSession
 from core.eval.control_server import ControlEndpoint
 from core.eval.heap import settled_for_a_run
-from core.eval.launcher import kill_launched_servers
 from core.eval.reporter import (
     HeadlessReporter,
     OutputMode,
@@ -20,6 +19,7 @@ from core.eval.reporter import (
     work_item_rollouts,
 )
 from core.eval.results.folder import LOGS_FILE
+from core.eval.servers.launcher import kill_launched_servers
 from tui.commands.attach import attach_hint
 from tui.log_follower import LogFollower
 from tui.std_streams import forgiving_std_streams

@@ -43,7 +43,7 @@ from core.eval.control_protocol import (
 from core.eval.control_socket import BoundSocket, ControlSocketError, peer_uid
 from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.runner import ControlRefused
-from core.eval.servers import shown_state
+from core.eval.servers.pool import shown_state
 from core.eval.session import EvalSession
 from core.eval.summary import EvalSummary
 from core.rollout_record import RolloutRecord

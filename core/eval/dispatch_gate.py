@@ -7,7 +7,7 @@ A lowered limit only stops dispatching: the workers over it retire as they come 
 their next item, so the rollouts in flight drop to the new limit as they end. The limit is
 capped by the servers' advertised capacity (`within_capacity`), as the run's first one is,
 and by the gate's `ceiling`, the most rollouts the process has file descriptors for
-(core/eval/fd_budget.py); it is never below 1 (that would be a pause). `DispatchState` is
+(core/eval/servers/fd_budget.py); it is never below 1 (that would be a pause). `DispatchState` is
 what a front end shows of it.
 """
 

@@ -11,9 +11,9 @@ callers have always caught. Where each one lives:
     │   └── ResumeRefused     a resume would change the inputs the run started with
     ├── LaunchError           a rollout server the eval starts (the workspace's, the
     │                         demo's) could not be started; also a RuntimeError
-    │                         (core.eval.launcher)
+    │                         (core.eval.servers.launcher)
     ├── AllServersDown        no rollout server is left to send work to; also a RuntimeError
-    │                         (core.eval.servers)
+    │                         (core.eval.servers.pool)
     ├── ControlRefused        a front end's control cannot act now (requeue a rollout that
     │                         is no work item in flight, ...); also a RuntimeError
     │                         (core.eval.runner)

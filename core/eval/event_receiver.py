@@ -64,10 +64,10 @@ from core.eval.asgi import (
     request_headers,
     send_whole,
 )
-from core.eval.embedded import HttpLimits
 from core.eval.errors import EvalError
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.ownership_events import OwnershipEvent, ownership_event
+from core.eval.servers.embedded import HttpLimits
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 import uvicorn
 
-from core.eval.embedded import HttpLimits
+from core.eval.servers.embedded import HttpLimits
 
 # Longer than the idle expiry of the clients' own pools (httpx and the OpenAI SDK: 5 s,
 # aiohttp: 15 s, Go: 90 s), so that the client always closes an idle connection first: with
@@ -25,7 +25,7 @@ from core.eval.embedded import HttpLimits
 # read error, which a rollout without retries (the demo's) reports as its failure.
 KEEP_ALIVE_SEC = 120
 # What one connection may make a listener hold (server_stub.http_limits, through
-# core.eval.embedded): any local process can reach these ports.
+# core.eval.servers.embedded): any local process can reach these ports.
 HTTP_LIMITS = HttpLimits()
 
 

@@ -34,7 +34,7 @@ from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_re
 from core.eval.plan.dataset import DatasetRow
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.safe_text import quote_text
-from core.eval.servers import AllServersDown, RolloutServerSlot, ServerPool
+from core.eval.servers.pool import AllServersDown, RolloutServerSlot, ServerPool
 from core.handle import RolloutHandle
 from core.rollout_record import RequestOptions, RolloutRecord
 from core.types import RolloutResultResponse

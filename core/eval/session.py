@@ -24,14 +24,11 @@ import httpx
 from core.board import RolloutBoard
 from core.eval.control import RunControl
 from core.eval.dispatch_gate import within_capacity
-from core.eval.embedded import demo_rollout_server
 from core.eval.event_receiver import EventReceiver, EventReceiverError
-from core.eval.fd_budget import DescriptorBudget, descriptor_budget
 from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstream_choice import opened_upstream
 from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values, preflight
-from core.eval.launcher import launched_rollout_server
 from core.eval.model_calls import CallLog, ModelCall
 from core.eval.ownership_events import OwnershipEvent
 from core.eval.plan.prepare import EvalPlan, kept_results
@@ -46,7 +43,10 @@ from core.eval.results.records import ItemKey, ItemResult, WorkItem, iso_utc
 from core.eval.results.snapshots import Snapshots
 from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
-from core.eval.servers import AllServersDown, ServerPool
+from core.eval.servers.embedded import demo_rollout_server
+from core.eval.servers.fd_budget import DescriptorBudget, descriptor_budget
+from core.eval.servers.launcher import launched_rollout_server
+from core.eval.servers.pool import AllServersDown, ServerPool
 from core.eval.stopped_together import StoppedTogether
 from core.eval.summary import EvalSummary
 from core.rollout_record import CancelRequest, PhaseMark, RequestOptions, RolloutRecord

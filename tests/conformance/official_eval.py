@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.eval.launcher import free_port
+from core.eval.servers.launcher import free_port
 from tests.conformance.venv import find_python312, venv_env
 from tests.eval_run.command import SECRET_ENV, child_env, osmosis
 from tests.polling import eventually_sync

@@ -16,9 +16,9 @@ from core.eval.control_protocol import ProtocolViolation
 from core.eval.control_socket import ControlError, ControlSocketError
 from core.eval.errors import EvalError, InputError
 from core.eval.gateway.errors import GatewayError, LiteLLMUnavailable, PreflightError, UpstreamError
-from core.eval.launcher import LaunchError
 from core.eval.results.folder import ResumeRefused, RunFolderError
-from core.eval.servers import AllServersDown
+from core.eval.servers.launcher import LaunchError
+from core.eval.servers.pool import AllServersDown
 from tui.sources.replay import ReplayError
 
 TREE: list[tuple[type[Exception], type[Exception]]] = [

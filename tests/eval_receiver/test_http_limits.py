@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from core.eval.embedded import HttpLimits
 from core.eval.event_receiver import LOGS_PATH, EventReceiver
 from core.eval.ownership_events import OwnershipEvent
+from core.eval.servers.embedded import HttpLimits
 from tests.hostile_heads import Check, Listener, Start, port_of
 
 

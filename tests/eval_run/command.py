@@ -30,7 +30,7 @@ def rollout_pythonpath(python: str | Path = sys.executable) -> str:
     `python`'s packages.
 
     The launcher runs a workspace rollout in the environment uv builds from its pyproject.toml,
-    on the eval's own interpreter (core/eval/uv_project.py). The fixture rollouts declare no
+    on the eval's own interpreter (core/eval/servers/uv_project.py). The fixture rollouts declare no
     dependencies, so that `uv sync` needs no network, and import server_stub, uvicorn and
     httpx (or the official osmosis_ai) from here.
     """

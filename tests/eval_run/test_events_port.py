@@ -7,7 +7,7 @@ import json
 import socket
 from pathlib import Path
 
-from core.eval.launcher import free_port
+from core.eval.servers.launcher import free_port
 from tests.eval_run.command import run_eval
 from tests.eval_run.files import read_jsonl, run_folder
 

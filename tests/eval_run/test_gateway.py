@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.eval.gateway import upstream_choice
-from core.eval.launcher import free_port
+from core.eval.servers.launcher import free_port
 from server_stub.serving import serve_in_loop
 from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval_run.command import child_env, run_eval

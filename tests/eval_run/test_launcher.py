@@ -1,5 +1,5 @@
-"""The workspace launcher in-process (core/eval/launcher.py, EVAL.md §5), on the real uv and the
-fixture workspace: what it logs and tells, and what it does when the port, the rollout's
+"""The workspace launcher in-process (core/eval/servers/launcher.py, EVAL.md §5), on the real uv
+and the fixture workspace: what it logs and tells, and what it does when the port, the rollout's
 environment or the server's processes are not what it expects."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.eval import launcher
-from core.eval.launcher import LaunchError, launched_rollout_server
+from core.eval.servers import launcher
+from core.eval.servers.launcher import LaunchError, launched_rollout_server
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import MultiplyWorkflow
 from server_stub.serving import serve_in_loop

@@ -16,7 +16,7 @@ import pytest
 
 from core.eval import EvalSession
 from core.eval.gateway.errors import PreflightError
-from core.eval.launcher import free_port
+from core.eval.servers.launcher import free_port
 from server_stub import Grader, GraderContext
 from tests.eval_run.files import multiply_rows, read_jsonl
 from tests.polling import eventually

@@ -31,11 +31,11 @@ import pytest
 from rich.console import Console
 from starlette.applications import Starlette
 
-from core.eval.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.export import export_row
 from core.eval.gateway.errors import PreflightError
-from core.eval.launcher import LaunchError, resolve_entrypoint
-from core.eval.uv_project import server_command
+from core.eval.servers.embedded import demo_rollout_server, stub_chat_endpoint
+from core.eval.servers.launcher import LaunchError, resolve_entrypoint
+from core.eval.servers.uv_project import server_command
 from server_stub import (
     AgentWorkflow,
     AgentWorkflowOutput,

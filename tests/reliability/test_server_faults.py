@@ -22,8 +22,8 @@ import pytest
 from fastapi import FastAPI
 
 from core import RolloutAdmissionTimeoutError, RolloutClient
-from core.eval import servers as servers_module
-from core.eval.launcher import free_port
+from core.eval.servers import pool as servers_module
+from core.eval.servers.launcher import free_port
 from server_stub import (
     AgentWorkflow,
     AgentWorkflowContext,

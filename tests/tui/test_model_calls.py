@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.eval.gateway.errors import PreflightError
-from core.eval.launcher import free_port
+from core.eval.servers.launcher import free_port
 from server_stub.demo import MultiplyWorkflow
 from tests.tui.helpers import (
     SIZE,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.eval import EvalRequest, prepare
-from core.eval import servers as servers_module
+from core.eval.servers import pool as servers_module
 from core.types import RolloutStatus
 from tests.tui.helpers import (
     SIZE,

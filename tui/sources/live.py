@@ -13,7 +13,7 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.gateway.errors import GatewayError
 from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
-from core.eval.servers import shown_state
+from core.eval.servers.pool import shown_state
 from core.rollout_record import RequestOptions
 from tui.sources.base import NewRollout, RunEnding, ServerView
 

@@ -45,7 +45,6 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
-from core.eval.embedded import HttpLimits
 from core.eval.gateway.asgi_app import (
     ROUTE_PREFIX,
     ROUTE_SUFFIX,
@@ -82,6 +81,7 @@ from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.nesting import load_json
 from core.eval.redact import Redactor
 from core.eval.safe_text import terminal_safe
+from core.eval.servers.embedded import HttpLimits
 from core.eval.token_counts import NOT_A_COUNT
 from core.task_end import cancel_and_wait
 from core.types import ensure_single_path_segment

@@ -84,7 +84,7 @@ async def opened_upstream(
         upstream: ChatUpstream
         if choice.kind == "stub":
             # Only here: the demo's stack (server_stub) is not loaded for the other upstreams.
-            from core.eval.embedded import BEHAVIOUR_HEADER, stub_chat_endpoint
+            from core.eval.servers.embedded import BEHAVIOUR_HEADER, stub_chat_endpoint
 
             url = await stack.enter_async_context(stub_chat_endpoint())
             upstream = await stack.enter_async_context(

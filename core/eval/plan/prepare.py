@@ -18,7 +18,6 @@ from typing import Any, Literal, TypeVar
 
 from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.gateway.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
-from core.eval.launcher import LaunchError, resolve_entrypoint
 from core.eval.plan.config import EvalConfig, load_config, workspace_root
 from core.eval.plan.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
 from core.eval.plan.secret_values import STDIN, available_values, read_secrets_file
@@ -35,6 +34,7 @@ from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
 from core.eval.results.provenance import run_provenance
 from core.eval.results.records import MAX_WORK_ITEMS, ItemKey, ItemResult, WorkItem
 from core.eval.results.source_digest import EMPTY_SOURCE_DIGEST, rollout_source_digest
+from core.eval.servers.launcher import LaunchError, resolve_entrypoint
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
@@ -358,7 +358,7 @@ def _rollout_source(
     if config is not None:
         source, entrypoint = config.rollout_dir(), config.entrypoint
     elif mode == "embedded":
-        from core.eval.embedded import DEMO_ROLLOUT_ENTRYPOINT, demo_rollout_source
+        from core.eval.servers.embedded import DEMO_ROLLOUT_ENTRYPOINT, demo_rollout_source
 
         source, entrypoint = demo_rollout_source(), DEMO_ROLLOUT_ENTRYPOINT
     else:
@@ -426,7 +426,7 @@ def _dataset_path(
         return None  # bad input writes nothing, not even the demo's rows
     # The zero-setup demo: the bundled dataset, written where the run's results go. Imported
     # here: only the demo needs the embedded server stack.
-    from core.eval.embedded import refresh_demo_dataset
+    from core.eval.servers.embedded import refresh_demo_dataset
 
     target = request.output / "demo-dataset.jsonl"
     try:

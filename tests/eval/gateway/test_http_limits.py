@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from core.eval.embedded import HttpLimits
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstreams import OpenAICompatibleUpstream
+from core.eval.servers.embedded import HttpLimits
 from tests.eval.gateway.conftest import UPSTREAM_KEY
 from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval.gateway.helpers import chat_body, post_chat

@@ -3,7 +3,7 @@
 Each rollout in flight holds descriptors of the eval: its long poll, and its model call
 through the gateway (the rollout server's connection in, ours to the model out); with the
 stub model in this process, its end of the model call as well (no rollout server runs in
-this process: the demo's has a process of its own, `core.eval.embedded`). The soft
+this process: the demo's has a process of its own, `core.eval.servers.embedded`). The soft
 `RLIMIT_NOFILE` bounds them all: past it every new connection fails with EMFILE ("Too many
 open files"), which looks like a server that stopped answering. `DescriptorBudget.ceiling` is
 the most rollouts in flight that fit, leaving `RESERVED_FDS` for the rest (stdio, the results

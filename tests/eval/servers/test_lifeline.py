@@ -1,5 +1,5 @@
-"""The lifeline's guard (`core.eval.lifeline`), run as the launcher runs it: a process leading a
-session of its own, holding the read end of a pipe whose write end the test holds, its
+"""The lifeline's guard (`core.eval.servers.lifeline`), run as the launcher runs it: a process
+leading a session of its own, holding the read end of a pipe whose write end the test holds, its
 command a real Python (or a tool reading /proc: Linux only). Nothing here measures time: each
 wait is bounded only so that a guard that does not end fails the test instead of hanging it."""
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from core.eval.lifeline import guarded_command
+from core.eval.servers.lifeline import guarded_command
 
 #: Longer than any of these guards takes to end.
 ENDS_WITHIN_SEC = 30.0

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 
 from core.eval.errors import EvalError
-from core.eval.lifeline import guarded_command
-from core.eval.uv_project import (
+from core.eval.servers.lifeline import guarded_command
+from core.eval.servers.uv_project import (
     TESTED_OSMOSIS_AI,
     find_uv,
     server_command,

@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import server_stub
-from core.eval.launcher import LaunchError
+from core.eval.servers.launcher import LaunchError
 from server_stub.http_limits import HttpLimits
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER
 

@@ -14,7 +14,7 @@ import httpx
 from core.client import RolloutClient
 from core.errors import RolloutProtocolError, describe_error
 from core.eval.errors import EvalError
-from core.eval.fd_budget import out_of_descriptors
+from core.eval.servers.fd_budget import out_of_descriptors
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The demo's rollout server runs in a process of its own (`core.eval.embedded`), with its
+"""The demo's rollout server runs in a process of its own (`core.eval.servers.embedded`), with its
 feeds where the eval says and its bearer where no other process reads it, its log records
 relayed masked, and ends with the block that started it."""
 
@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from core.client import RolloutClient
-from core.eval.embedded import RECORD_LIMIT, demo_rollout_server, stub_chat_endpoint
+from core.eval.servers.embedded import RECORD_LIMIT, demo_rollout_server, stub_chat_endpoint
 from core.types import PREVIEW_FILE, RolloutStatus
 from server_stub.serving import serve_in_loop
 from tests.eval.gateway.fake_upstream import FakeUpstream, quoting_the_key

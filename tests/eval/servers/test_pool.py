@@ -14,7 +14,7 @@ from core.board import RolloutBoard
 from core.client import RolloutClient
 from core.errors import RolloutProtocolError
 from core.eval.runner import EvalRunner, RunSettings
-from core.eval.servers import RolloutServerSlot, ServerPool
+from core.eval.servers.pool import RolloutServerSlot, ServerPool
 from core.handle import RolloutHandle
 from core.rollout_record import RequestOptions
 from server_stub import LocalBackend, create_rollout_server

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.eval.uv_project import find_uv, uv_environment
+from core.eval.servers.uv_project import find_uv, uv_environment
 
 INHERITED = {"PATH": "/usr/bin", "VIRTUAL_ENV": "/home/u/other-project/.venv", "HOME": "/home/u"}
 
