@@ -74,7 +74,7 @@ async def drive(
     events = 0
     receiver = None
     if events_port is not None:
-        from core.eval.event_receiver import EventReceiver
+        from core.eval.events.receiver import EventReceiver
 
         def heard(_event: object) -> None:
             nonlocal events

@@ -24,13 +24,13 @@ import httpx
 from core.board import RolloutBoard
 from core.eval.control import RunControl
 from core.eval.dispatch_gate import within_capacity
-from core.eval.event_receiver import EventReceiver, EventReceiverError
+from core.eval.events.ownership import OwnershipEvent
+from core.eval.events.receiver import EventReceiver, EventReceiverError
 from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstream_choice import opened_upstream
 from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values, preflight
 from core.eval.model_calls import CallLog, ModelCall
-from core.eval.ownership_events import OwnershipEvent
 from core.eval.plan.prepare import EvalPlan, kept_results
 from core.eval.redact import Redactor
 from core.eval.results.durable import describe_os_error, make_folders

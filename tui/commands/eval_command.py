@@ -39,7 +39,7 @@ def run_eval(args: argparse.Namespace) -> int:
         RunLocked,
         prepare,
     )
-    from core.eval.event_receiver import EventReceiverError
+    from core.eval.events.receiver import EventReceiverError
     from core.eval.gateway.errors import GatewayError
     from core.eval.plan.secret_values import secrets_in_environment
     from core.eval.reporter import OutputMode

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from core.eval.event_receiver import PROTOBUF, EventReceiver, EventReceiverError
+from core.eval.events.ownership import OwnershipEvent
+from core.eval.events.receiver import PROTOBUF, EventReceiver, EventReceiverError
 from core.eval.loopback import LoopbackServer
-from core.eval.ownership_events import OwnershipEvent
 from core.types import RolloutStatus
-from tests.eval_receiver.otlp import (
+from tests.eval.events.otlp import (
     SERVER_TIME_NS,
     answer,
     export_request,
@@ -252,7 +252,7 @@ async def test_a_failing_hook_is_logged_once_per_request_and_counted_as_dropped(
             raise RuntimeError("board bug")
 
     records = [record(ownership_attributes(rid)) for rid in ("x", "fine", "y")]
-    with caplog.at_level(logging.ERROR, logger="core.eval.event_receiver"):
+    with caplog.at_level(logging.ERROR, logger="core.eval.events.receiver"):
         async with EventReceiver(hook) as receiver:
             response = await post_protobuf(client, receiver, export_request(*records))
     assert answer(response).partial_success.rejected_log_records == 2

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from core.eval.event_receiver import LOGS_PATH, EventReceiver
-from core.eval.ownership_events import OwnershipEvent
+from core.eval.events.ownership import OwnershipEvent
+from core.eval.events.receiver import LOGS_PATH, EventReceiver
 from core.eval.servers.embedded import HttpLimits
 from tests.hostile_heads import Check, Listener, Start, port_of
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from core.eval.event_receiver import EventReceiver
-from core.eval.ownership_events import OwnershipEvent
+from core.eval.events.ownership import OwnershipEvent
+from core.eval.events.receiver import EventReceiver
 
 
 @pytest.fixture

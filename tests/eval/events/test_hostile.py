@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.eval.event_receiver import (
+from core.eval.events.ownership import OwnershipEvent
+from core.eval.events.receiver import (
     JSON,
     LOGS_PATH,
     MAX_BODY_BYTES,
@@ -26,8 +27,7 @@ from core.eval.event_receiver import (
     EventReceiver,
     decode_export_request,
 )
-from core.eval.ownership_events import OwnershipEvent
-from tests.eval_receiver.otlp import (
+from tests.eval.events.otlp import (
     answer,
     export_request,
     ownership_attributes,

@@ -65,8 +65,8 @@ from core.eval.asgi import (
     send_whole,
 )
 from core.eval.errors import EvalError
+from core.eval.events.ownership import OwnershipEvent, ownership_event
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
-from core.eval.ownership_events import OwnershipEvent, ownership_event
 from core.eval.servers.embedded import HttpLimits
 
 logger = logging.getLogger(__name__)

@@ -22,10 +22,10 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
-from core.eval.event_receiver import LOGS_PATH, EventReceiver
-from core.eval.ownership_events import OwnershipEvent
+from core.eval.events.ownership import OwnershipEvent
+from core.eval.events.receiver import LOGS_PATH, EventReceiver
 from core.types import RolloutStatus
-from tests.eval_receiver.otlp import ownership_attributes
+from tests.eval.events.otlp import ownership_attributes
 
 Publish = Callable[..., None]
 

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
-from core.eval.event_receiver import JSON, LOGS_PATH, PROTOBUF, EventReceiver
+from core.eval.events.receiver import JSON, LOGS_PATH, PROTOBUF, EventReceiver
 
 SERVER_TIME_NS = 1_760_000_000_123_456_789
 
