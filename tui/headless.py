@@ -9,7 +9,7 @@ import signal
 import sys
 
 from core.eval import EvalPlan, EvalSession
-from core.eval.control_server import ControlEndpoint
+from core.eval.attach.endpoint import ControlEndpoint
 from core.eval.heap import settled_for_a_run
 from core.eval.reporter import (
     HeadlessReporter,

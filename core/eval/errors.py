@@ -23,10 +23,10 @@ callers have always caught. Where each one lives:
     │   ├── PreflightError    the run's model is unusable (bad model, refused key,
     │   │                     unreachable): the eval stops before dispatching (exit 2)
     │   └── LiteLLMUnavailable  `model_path` needs LiteLLM and the extra is not installed
-    ├── ControlError          a run's control socket (core.eval.control_socket)
+    ├── ControlError          a run's control socket (core.eval.attach.unix_socket)
     │   ├── ControlSocketError    it cannot be bound or reached
-    │   ├── ProtocolViolation     a line that is no message (core.eval.control_protocol)
-    │   ├── ControlUnavailable    a viewer's: no live run there (core.eval.control_client)
+    │   ├── ProtocolViolation     a line that is no message (core.eval.attach.protocol)
+    │   ├── ControlUnavailable    a viewer's: no live run there (core.eval.attach.client)
     │   ├── ControlRefused        the run refused the viewer (another protocol version)
     │   ├── ControlLost           the connection ended before the run did
     │   └── ControlActionError    the run could not do what a viewer asked

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 import core.eval.errors
-from core.eval.control_client import (
+from core.eval.attach.client import (
     ControlActionError,
     ControlLost,
     ControlRefused,
     ControlUnavailable,
 )
-from core.eval.control_protocol import ProtocolViolation
-from core.eval.control_socket import ControlError, ControlSocketError
+from core.eval.attach.protocol import ProtocolViolation
+from core.eval.attach.unix_socket import ControlError, ControlSocketError
 from core.eval.errors import EvalError, InputError
 from core.eval.gateway.errors import GatewayError, LiteLLMUnavailable, PreflightError, UpstreamError
 from core.eval.results.folder import ResumeRefused, RunFolderError

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from core.eval.control_client import ControlActionError, ControlClient
+from core.eval.attach.client import ControlActionError, ControlClient
 from core.eval.dispatch_gate import DispatchState
 from core.types import TERMINAL_STATUSES, RolloutStatus
 from tests.eval_run.command import RunningEval, start_eval

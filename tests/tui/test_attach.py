@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from core.eval import control_server
-from core.eval.control_client import (
+from core.eval.attach import endpoint
+from core.eval.attach.client import (
     ControlActionError,
     ControlClient,
     ControlRefused,
     ControlUnavailable,
 )
-from core.eval.control_socket import socket_path
+from core.eval.attach.unix_socket import socket_path
 from core.eval.results.transitions import read_transitions
 from core.types import RolloutStatus
 from tests.polling import eventually
@@ -367,7 +367,7 @@ async def test_a_viewer_of_another_protocol_version_is_refused_clearly(
 async def test_another_users_viewer_is_refused(
     live_eval: LiveFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(control_server, "peer_uid", lambda _sock: 4242)
+    monkeypatch.setattr(endpoint, "peer_uid", lambda _sock: 4242)
     async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
         with pytest.raises(ControlRefused, match="belongs to another user"):
             await ControlClient.connect(live.folder)

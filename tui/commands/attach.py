@@ -68,8 +68,8 @@ def attach_hint(plan: EvalPlan) -> str:
 
 
 def run_attach(args: argparse.Namespace) -> int:
-    from core.eval.control_client import ControlClient
-    from core.eval.control_socket import ControlError
+    from core.eval.attach.client import ControlClient
+    from core.eval.attach.unix_socket import ControlError
 
     folder = chosen_folder(args.run, results_root(args))
     if folder is None:
@@ -108,8 +108,8 @@ def chosen_folder(run: str | None, output: Path) -> Path | None:
     """The run folder `run` names (a folder, or a name under `output`), or with no `run` the
     one live run under `output`, asked for when several are; None (said why) when there is
     none to attach to. `UsageError` when `run` names no run folder."""
+    from core.eval.attach.run_list import live_runs
     from core.eval.results.folder import MANIFEST_FILE
-    from core.eval.run_list import live_runs
 
     if run is not None:
         given = Path(run)

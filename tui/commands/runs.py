@@ -1,5 +1,5 @@
 """`osmosis-tui runs`: the runs under a results root, ours and the official tool's, with what
-their files say of each (`core.eval.run_list`): a table, or JSON with `--json`."""
+their files say of each (`core.eval.attach.run_list`): a table, or JSON with `--json`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tui.commands.attach import add_output_flag, results_root
 from tui.commands.usage import PROGRAM
 
 if TYPE_CHECKING:
-    from core.eval.run_list import ListedRun
+    from core.eval.attach.run_list import ListedRun
 
 COLUMNS = ("NAME", "STATUS", "DONE", "PASS", "STARTED", "DURATION", "BY")
 
@@ -30,7 +30,7 @@ def add_runs(commands: Any) -> None:
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    from core.eval.run_list import list_runs
+    from core.eval.attach.run_list import list_runs
 
     root = results_root(args)
     listed = list_runs(root)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from core.eval.control_socket import ControlError
+from core.eval.attach.unix_socket import ControlError
 from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
 

@@ -2,7 +2,7 @@
 
 The run is that process's: its own dashboard (or its headless front end) asks what to do when
 it is stopped. This one watches it through the run's control socket
-(`core.eval.control_client`), and steers it through the run: cancelling a rollout or no
+(`core.eval.attach.client`), and steers it through the run: cancelling a rollout or no
 longer tracking it, pausing and resuming the dispatch, changing max-in-flight and requeueing
 ask the run to do it (on its board, through its controls), so that its files record it as if
 its own dashboard had. Leaving detaches (the quit flow asks nothing); the run goes on.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from shlex import quote
 
-from core.eval.control_client import ControlClient
+from core.eval.attach.client import ControlClient
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from tui.sources.base import NewRollout, RunEnding, ServerView

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.eval import EvalPlan, EvalSession, EvalSummary
-from core.eval.control_server import ControlEndpoint
+from core.eval.attach.endpoint import ControlEndpoint
 from core.eval.dispatch_gate import DispatchState
 from core.eval.gateway.errors import GatewayError
 from core.eval.reporter import RunReport, work_item_rollouts

@@ -15,7 +15,7 @@ official shapes (osmosis-ai 0.3.8) so that either tool resumes the other's runs:
   read by `osmosis-tui replay`, `calls.jsonl` (`core.eval.model_calls`), one line per
   model call through the gateway, and `previews/`, the live preview root of the rollout
   servers (`<rollout_id>/preview.json`, PROTOCOL.md §8.2), read by the dashboard's transcript,
-  and, while the run lives, `control.sock` (`core.eval.control_socket`), where
+  and, while the run lives, `control.sock` (`core.eval.attach.unix_socket`), where
   `osmosis-tui attach` reaches it.
 
 `<output>/.locks/<run-name>.lock` (`core.eval.results.lock`) keeps a second run of the same

@@ -1,5 +1,5 @@
 """The control protocol of a live run (`osmosis-tui attach`): what a run and the dashboards
-attached to it say to each other over its control socket (`core.eval.control_socket`).
+attached to it say to each other over its control socket (`core.eval.attach.unix_socket`).
 
 Newline-delimited JSON, one object a line, UTF-8 (ASCII-escaped). Times are seconds since the
 run's board started (`t`); each side maps them onto its own clock. Version 1:
@@ -78,7 +78,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from core.eval.control_socket import ControlError
+from core.eval.attach.unix_socket import ControlError
 from core.eval.dispatch_gate import DispatchState
 from core.model_activity import ModelActivity
 from core.rollout_record import RequestOptions, RolloutRecord

@@ -4,7 +4,7 @@ A run is a folder of the root holding a `manifest.json`: ours, or the official
 `osmosis eval run`'s (the same files, without our `transitions.jsonl`). What each says is read
 from its results files, never from a live process:
 
-- status: `running` while a process serves its control socket (`core.eval.control_socket`)
+- status: `running` while a process serves its control socket (`core.eval.attach.unix_socket`)
   or holds its name's lock (`core.eval.results.lock`: the official tool has no socket), else
   `finished` when its metrics.json says so, else `incomplete` (interrupted, stopped, or killed
   while it ran: a killed run's metrics.json still says `running`);
@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from core.eval.control_socket import is_served
+from core.eval.attach.unix_socket import is_served
 from core.eval.nesting import load_json
 from core.eval.results.events import Journal
 from core.eval.results.folder import (

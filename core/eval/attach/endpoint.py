@@ -1,5 +1,5 @@
 """`ControlEndpoint`: a live run's control socket, served to the dashboards attached to it
-(`osmosis-tui attach`), in the protocol of `core.eval.control_protocol`.
+(`osmosis-tui attach`), in the protocol of `core.eval.attach.protocol`.
 
 Every `osmosis-tui eval` serves one, headless or not, from the moment its run folder is open
 (`open`, called by the front end when the session starts) until the run is over (`close`,
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.board import ChangeFeed
-from core.eval.control_protocol import (
+from core.eval.attach.protocol import (
     ACTIONS,
     MAX_VIEWER_LINE,
     PROTOCOL_VERSION,
@@ -40,7 +40,7 @@ from core.eval.control_protocol import (
     text_of,
     version_problem,
 )
-from core.eval.control_socket import BoundSocket, ControlSocketError, peer_uid
+from core.eval.attach.unix_socket import BoundSocket, ControlSocketError, peer_uid
 from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.runner import ControlRefused
 from core.eval.servers.pool import shown_state

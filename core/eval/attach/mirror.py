@@ -1,5 +1,5 @@
 """`BoardMirror`: a board of this process's own, kept a copy of a live run's board from the
-record states the run sends over its control socket (`core.eval.control_protocol`).
+record states the run sends over its control socket (`core.eval.attach.protocol`).
 
 Its records have no handle, like a replay's: the statuses are fed through the board's
 `observe` and `server_mark`, in the order they happened, so that the phase marks, durations,
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.board import RolloutBoard
-from core.eval.control_protocol import (
+from core.eval.attach.protocol import (
     bool_of,
     dict_of,
     float_of,
@@ -81,7 +81,7 @@ class BoardMirror:
         return self.origin + (float_of(t) or 0.0)
 
     def apply(self, states: list[Any]) -> None:
-        """Bring the board up to these record states (RECORD, `core.eval.control_protocol`)."""
+        """Bring the board up to these record states (RECORD, `core.eval.attach.protocol`)."""
         self.applying = True
         try:
             for state in states:

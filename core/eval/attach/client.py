@@ -1,9 +1,9 @@
 """`ControlClient`: a dashboard's end of a live run's control socket (`osmosis-tui attach`).
 
 It says hello, rebuilds the run's board in a `RolloutBoard` of its own from the snapshot and
-keeps it up to date from the change batches (`core.eval.control_mirror`), keeps the run's
+keeps it up to date from the change batches (`core.eval.attach.mirror`), keeps the run's
 progress, servers and dispatch as the run reports them, and sends the viewer's actions
-(`core.eval.control_protocol`). Each record's `client` is this client: a cancel from the
+(`core.eval.attach.protocol`). Each record's `client` is this client: a cancel from the
 dashboard's keys goes to the run, which asks the server; an untrack does too (the board's
 untrack hook). Pausing, max-in-flight and requeues are the run's to carry out too, and each
 answer brings the dispatch as it left it. No Textual here.
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from core.board import RolloutBoard
-from core.eval import control_socket
-from core.eval.control_mirror import BoardMirror
-from core.eval.control_protocol import (
+from core.eval.attach import unix_socket
+from core.eval.attach.mirror import BoardMirror
+from core.eval.attach.protocol import (
     MAX_RUN_LINE,
     PROTOCOL_VERSION,
     ProtocolViolation,
@@ -37,7 +37,7 @@ from core.eval.control_protocol import (
     text_of,
     version_problem,
 )
-from core.eval.control_socket import ControlError
+from core.eval.attach.unix_socket import ControlError
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.eval.safe_text import replace_unsafe
@@ -154,7 +154,7 @@ class ControlClient:
         `ControlUnavailable` when nothing serves it, `ControlRefused` when the run refuses
         this viewer, `ControlLost` when it hangs up meanwhile."""
         try:
-            sock = control_socket.connect(folder)
+            sock = unix_socket.connect(folder)
         except FileNotFoundError:
             raise ControlUnavailable(
                 f"{folder}: no control socket, so no live run: it has ended (or it is not a "

@@ -42,7 +42,7 @@ _UCRED = struct.Struct("3i")
 
 class ControlError(EvalError):
     """Serving a run's control socket, or talking over it, failed (the message says why).
-    The root of the control errors: the viewer's are in `core.eval.control_client`."""
+    The root of the control errors: the viewer's are in `core.eval.attach.client`."""
 
 
 class ControlSocketError(ControlError):

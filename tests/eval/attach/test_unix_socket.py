@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core.eval import control_socket
-from core.eval.control_client import ControlClient, ControlRefused
-from core.eval.control_protocol import encode
-from core.eval.control_socket import BoundSocket, ControlSocketError, is_served, socket_path
+from core.eval.attach import unix_socket
+from core.eval.attach.client import ControlClient, ControlRefused
+from core.eval.attach.protocol import encode
+from core.eval.attach.unix_socket import BoundSocket, ControlSocketError, is_served, socket_path
 
 
 def mode_of(path: Path) -> int:
@@ -98,11 +98,11 @@ def test_a_run_folder_too_deep_for_a_socket_address_is_served_through_its_descri
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
     folder = run_folder(deep)
-    assert len(str(socket_path(folder))) > control_socket.MAX_ADDRESS_BYTES
+    assert len(str(socket_path(folder))) > unix_socket.MAX_ADDRESS_BYTES
     bound = BoundSocket(folder)
     try:
         assert mode_of(bound.path) == 0o600
-        connected = control_socket.connect(folder)
+        connected = unix_socket.connect(folder)
         connected.close()
     finally:
         bound.close()
@@ -112,7 +112,7 @@ def test_a_run_folder_too_deep_for_a_socket_address_is_served_through_its_descri
 def test_without_proc_a_too_deep_folder_is_refused_plainly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(control_socket, "_PROC_FDS", tmp_path / "no-proc")
+    monkeypatch.setattr(unix_socket, "_PROC_FDS", tmp_path / "no-proc")
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
     with pytest.raises(ControlSocketError, match="too long for a Unix socket address"):
