@@ -17,7 +17,7 @@ MODEL_CALLS_KEPT = 50
 
 class ModelCallReport(Protocol):
     """A model call as the board keeps it: what the eval's gateway reports
-    (`core.eval.model_calls.ModelCall` fits), so that the board needs nothing of the eval."""
+    (`core.eval.results.calls.ModelCall` fits), so that the board needs nothing of the eval."""
 
     @property
     def call_id(self) -> int: ...

@@ -32,7 +32,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from core.board import RolloutBoard
-from core.eval.export import write_export
+from core.eval.results.export import write_export
 from core.rollout_record import RolloutRecord
 from tui.bindings import (
     DASHBOARD_BINDINGS,

@@ -30,9 +30,9 @@ from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstream_choice import opened_upstream
 from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values, preflight
-from core.eval.model_calls import CallLog, ModelCall
 from core.eval.plan.prepare import EvalPlan, kept_results
 from core.eval.redact import Redactor
+from core.eval.results.calls import CallLog, ModelCall
 from core.eval.results.durable import describe_os_error, make_folders
 from core.eval.results.events import Journal
 from core.eval.results.folder import RunFolder, RunFolderError

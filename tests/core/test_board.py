@@ -11,7 +11,7 @@ import pytest
 
 from core import RolloutClient, RolloutStatus
 from core.board import RolloutBoard
-from core.eval.model_calls import ModelCall
+from core.eval.results.calls import ModelCall
 from core.model_activity import MODEL_CALLS_KEPT
 from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
 from tests.conftest import Serve

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 from core.board import RolloutBoard
-from core.eval.export import EXPORT_FIELDS, FILE_PREFIX, write_export
+from core.eval.results.export import EXPORT_FIELDS, FILE_PREFIX, write_export
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
 
 T0 = 1_000.0

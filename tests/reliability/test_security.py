@@ -31,8 +31,8 @@ import pytest
 from rich.console import Console
 from starlette.applications import Starlette
 
-from core.eval.export import export_row
 from core.eval.gateway.errors import PreflightError
+from core.eval.results.export import export_row
 from core.eval.servers.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.servers.launcher import LaunchError, resolve_entrypoint
 from core.eval.servers.uv_project import server_command

@@ -23,8 +23,8 @@ from textual.pilot import Pilot
 
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
-from core.eval.model_calls import ModelCall
 from core.eval.results import reward_stats
+from core.eval.results.calls import ModelCall
 from core.eval.results.metrics import Progress
 from core.rollout_record import (
     CancelRequest,

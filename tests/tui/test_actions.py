@@ -14,7 +14,7 @@ from typing import Any
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList
 
-from core.eval.export import EXPORT_FIELDS
+from core.eval.results.export import EXPORT_FIELDS
 from core.eval.results.transitions import read_transitions
 from core.types import RolloutStatus
 from tests.tui.helpers import (

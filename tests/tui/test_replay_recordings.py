@@ -1,5 +1,5 @@
 """What a replay plays of each kind of line a recording holds (core.eval.results.transitions,
-core.eval.model_calls), and that a seek or a step back leaves the board a fresh replay has."""
+core.eval.results.calls), and that a seek or a step back leaves the board a fresh replay has."""
 
 from __future__ import annotations
 

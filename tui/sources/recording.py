@@ -1,7 +1,7 @@
 """A run's recording as a replay plays it: one timed event for each thing that happened.
 
 `read_recording` reads `transitions.jsonl` (its line kinds are described in
-`core.eval.results.transitions`) and the `calls.jsonl` beside it (`core.eval.model_calls`) onto
+`core.eval.results.transitions`) and the `calls.jsonl` beside it (`core.eval.results.calls`) onto
 one time line, in seconds: each recorded session (one invocation of the run) goes on where
 the one before it ended, so a resumed run plays as one. Lines of a kind this version does not
 know are passed over, with one warning per kind, so that a newer recording still plays.
@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from core.eval.model_calls import ModelCall
 from core.eval.nesting import load_json
+from core.eval.results.calls import ModelCall
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
 from core.rollout_record import PhaseMark

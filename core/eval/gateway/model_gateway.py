@@ -77,9 +77,9 @@ from core.eval.gateway.payloads import (
 from core.eval.gateway.reasoning_memory import ReasoningMemory
 from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values
 from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
-from core.eval.model_calls import CallHook, ModelCall, bounded
 from core.eval.nesting import load_json
 from core.eval.redact import Redactor
+from core.eval.results.calls import CallHook, ModelCall, bounded
 from core.eval.safe_text import terminal_safe
 from core.eval.servers.embedded import HttpLimits
 from core.eval.token_counts import NOT_A_COUNT

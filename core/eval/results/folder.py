@@ -12,7 +12,7 @@ official shapes (osmosis-ai 0.3.8) so that either tool resumes the other's runs:
   (`core.eval.results.trials`).
 - `logs.txt` (`core.eval.results.logs`): timestamped lines, secrets redacted.
 - ours, which the official tools ignore: `transitions.jsonl` (`core.eval.results.transitions`),
-  read by `osmosis-tui replay`, `calls.jsonl` (`core.eval.model_calls`), one line per
+  read by `osmosis-tui replay`, `calls.jsonl` (`core.eval.results.calls`), one line per
   model call through the gateway, and `previews/`, the live preview root of the rollout
   servers (`<rollout_id>/preview.json`, PROTOCOL.md §8.2), read by the dashboard's transcript,
   and, while the run lives, `control.sock` (`core.eval.attach.unix_socket`), where

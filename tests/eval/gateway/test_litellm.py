@@ -16,7 +16,7 @@ from core.eval.gateway.litellm_upstream import (
 )
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstreams import preflight
-from core.eval.model_calls import ModelCall
+from core.eval.results.calls import ModelCall
 from tests.eval.gateway.conftest import UPSTREAM_KEY
 from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, completion, error
 from tests.eval.gateway.helpers import chat_body, closed_port, parse_sse, post_chat

@@ -14,8 +14,8 @@ import pytest
 
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstreams import OpenAICompatibleUpstream
-from core.eval.model_calls import TEXT_LIMIT, CallLog, ModelCall, bounded
 from core.eval.redact import Redactor
+from core.eval.results.calls import TEXT_LIMIT, CallLog, ModelCall, bounded
 from tests.eval.gateway.conftest import UPSTREAM_KEY
 from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, Seen, completion, error
 from tests.eval.gateway.helpers import chat_body, post_chat

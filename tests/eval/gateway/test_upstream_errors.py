@@ -9,7 +9,7 @@ import pytest
 
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstreams import OpenAICompatibleUpstream
-from core.eval.model_calls import ModelCall
+from core.eval.results.calls import ModelCall
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
 from server_stub.llm_latency import FixedLatency

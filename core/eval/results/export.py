@@ -12,9 +12,11 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from core.rollout_record import RolloutRecord
+# A type only: the results modules load no HTTP stack, and a record's module loads httpx.
+if TYPE_CHECKING:
+    from core.rollout_record import RolloutRecord
 
 FILE_PREFIX = "osmosis-tui-export-"
 EXPORT_FIELDS = (
