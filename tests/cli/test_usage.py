@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import child_env, osmosis, run_osmosis
+from tests.eval.runs.command import child_env, osmosis, run_osmosis
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -27,7 +27,7 @@ import pytest
 
 from core.eval.servers.launcher import free_port
 from tests.conformance.venv import find_python312, venv_env
-from tests.eval_run.command import SECRET_ENV, child_env, osmosis
+from tests.eval.runs.command import SECRET_ENV, child_env, osmosis
 from tests.polling import eventually_sync
 
 HERE = Path(__file__).resolve().parent

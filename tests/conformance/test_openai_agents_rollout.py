@@ -25,8 +25,8 @@ import pytest
 
 from core.eval.plan.config import load_config
 from tests.conformance.venv import OFFLINE_ENV, venv_env
-from tests.eval_run.command import child_env, run_eval
-from tests.eval_run.files import read_jsonl, run_folder, summary_of
+from tests.eval.runs.command import child_env, run_eval
+from tests.eval.runs.files import read_jsonl, run_folder, summary_of
 from tests.polling import eventually_sync
 
 pytestmark = pytest.mark.conformance

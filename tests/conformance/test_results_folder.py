@@ -44,8 +44,8 @@ from tests.conformance.official_eval import (
     run_our_eval,
     stub_model,
 )
-from tests.eval_run.command import REPO
-from tests.eval_run.files import read_jsonl
+from tests.eval.runs.command import REPO
+from tests.eval.runs.files import read_jsonl
 
 pytestmark = pytest.mark.conformance
 

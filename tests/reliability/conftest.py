@@ -10,4 +10,4 @@ from __future__ import annotations
 
 # The session-scoped `serve --demo` of the eval tests, shared rather than started again, and
 # their copy of the workspace fixture (the kill loops launch its rollout server).
-from tests.eval_run.conftest import demo_server, workspace  # noqa: F401
+from tests.eval.runs.conftest import demo_server, workspace  # noqa: F401

@@ -16,7 +16,7 @@ from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.serving import serve_in_loop
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
-from tests.eval_run.files import write_jsonl
+from tests.eval.runs.files import write_jsonl
 
 
 def demo_app(

@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 from server_stub.serving import serve_in_loop
-from tests.eval_run.command import RUN_TIMEOUT_SEC, child_env, osmosis
-from tests.eval_run.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
-from tests.eval_run.servers import threaded_server
+from tests.eval.runs.command import RUN_TIMEOUT_SEC, child_env, osmosis
+from tests.eval.runs.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
+from tests.eval.runs.servers import threaded_server
 from tests.reliability.counts import scaled
 from tests.reliability.in_process import demo_app
 

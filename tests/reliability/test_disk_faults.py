@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import RunningEval, run_eval, start_eval
-from tests.eval_run.files import multiply_rows, read_jsonl, summary_of, write_jsonl
-from tests.eval_run.servers import ServedDemo
+from tests.eval.runs.command import RunningEval, run_eval, start_eval
+from tests.eval.runs.files import multiply_rows, read_jsonl, summary_of, write_jsonl
+from tests.eval.runs.servers import ServedDemo
 from tests.polling import eventually_sync
 from tests.reliability.filesystems import fill, remount, small_filesystem
 

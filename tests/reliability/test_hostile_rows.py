@@ -21,9 +21,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from server_stub.serving import serve_in_loop
-from tests.eval_run.command import run_eval
-from tests.eval_run.files import summary_of, write_jsonl
-from tests.eval_run.servers import threaded_server
+from tests.eval.runs.command import run_eval
+from tests.eval.runs.files import summary_of, write_jsonl
+from tests.eval.runs.servers import threaded_server
 
 HOSTILE = "[bold red]boom[/] \x1b[2J\x1b]0;pwned\x07 \r\u202eevil\u202c \x00 [link=file:///etc]x"
 HUGE = "7 * 6 = ? " + "lorem ipsum " * 100_000  # 1.2 MB of prompt

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from core.eval import EvalRequest, EvalSession, prepare
-from tests.eval_run.files import multiply_rows, write_jsonl
+from tests.eval.runs.files import multiply_rows, write_jsonl
 from tests.polling import eventually
 from tests.reliability.in_process import demo_app, rollout_server
 

@@ -13,7 +13,7 @@ mix of SIGTERM, SIGINT and SIGHUP (graceful stops) in the other. After every sto
 A last resume completes the run with every item exactly once. CI stops 5 times by SIGKILL and 3
 times by signals; `make soak` (OSMOSIS_SOAK=full) 25 and 12 times.
 
-tests/eval_results/test_events.py kills a bare journal writer in a loop; tests/eval_run/
+tests/eval/results/test_events.py kills a bare journal writer in a loop; tests/eval/runs/
 test_resume.py and test_workspace.py stop one eval once.
 """
 
@@ -27,8 +27,8 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from tests.eval_run.command import alive, processes_in, run_eval, server_pids, start_eval
-from tests.eval_run.files import multiply_rows, summary_of, write_jsonl
+from tests.eval.runs.command import alive, processes_in, run_eval, server_pids, start_eval
+from tests.eval.runs.files import multiply_rows, summary_of, write_jsonl
 from tests.polling import eventually_sync
 from tests.reliability.counts import FULL, scaled
 

@@ -19,7 +19,7 @@ from core import RolloutClient, RolloutHandle, RolloutStatus
 from core import handle as handle_module
 from core.errors import describe_error
 from server_stub import LocalBackend, create_rollout_server
-from tests.eval_run.files import multiply_rows, read_jsonl
+from tests.eval.runs.files import multiply_rows, read_jsonl
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.reliability.proxy import proxy_to
 from tests.server.plugins import Echo, ExactMatch

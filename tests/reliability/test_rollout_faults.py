@@ -18,7 +18,7 @@ from core.eval import EvalSession
 from core.eval.gateway.errors import PreflightError
 from core.eval.servers.launcher import free_port
 from server_stub import Grader, GraderContext
-from tests.eval_run.files import multiply_rows, read_jsonl
+from tests.eval.runs.files import multiply_rows, read_jsonl
 from tests.polling import eventually
 from tests.reliability.in_process import chat_endpoint, demo_app, rollout_server, run_session
 from tests.reliability.proxy import proxy_to

@@ -2,9 +2,9 @@
 
 Already proven elsewhere: bearer auth guards every route (tests/server/test_protocol.py); the
 LLM key and the server key reach their servers, and neither they nor the run's gateway bearer
-reach any file or terminal output of a run (tests/eval_run/test_secrets.py); the dashboard
+reach any file or terminal output of a run (tests/eval/runs/test_secrets.py); the dashboard
 export of an ordinary failure holds no key (tests/tui/test_actions.py); a symlinked entrypoint
-is refused (tests/eval_run/test_workspace.py); results files are 0600 (tests/eval_results/,
+is refused (tests/eval/runs/test_workspace.py); results files are 0600 (tests/eval/results/,
 one test file per file kind).
 """
 
@@ -55,9 +55,9 @@ from tests.eval.gateway.fake_upstream import (
     error,
     quoting_the_key,
 )
-from tests.eval_run.command import child_env, osmosis, start_eval
-from tests.eval_run.files import multiply_rows, read_jsonl, run_folder
-from tests.eval_run.servers import ServedDemo
+from tests.eval.runs.command import child_env, osmosis, start_eval
+from tests.eval.runs.files import multiply_rows, read_jsonl, run_folder
+from tests.eval.runs.servers import ServedDemo
 from tests.polling import eventually, eventually_sync
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.server.plugins import Echo, ExactMatch
@@ -558,7 +558,7 @@ def test_the_launcher_runs_the_entrypoint_from_inside_its_folder(tmp_path: Path)
     assert folder == (root / "rollouts" / "good").resolve()
     assert target == folder / "sub" / "run.py"
     # In the rollout's own environment; the launcher starts it with the folder as its cwd
-    # (tests/eval_run/test_workspace.py reads both from the launched process).
+    # (tests/eval/runs/test_workspace.py reads both from the launched process).
     assert server_command("uv", folder, target) == [
         *("uv", "run", "--no-sync", "--project", str(folder)),
         *("python", str(target)),

@@ -1,7 +1,7 @@
 """Rollout servers that die, restart, stop answering or stop being polled (issue 7 §1).
 
 Already proven elsewhere, not repeated here: a server killed for good keeps what finished and
-a resume completes (tests/eval_run/test_errors.py); the lease-expiry wire shape
+a resume completes (tests/eval/runs/test_errors.py); the lease-expiry wire shape
 (tests/server/test_protocol.py); the admission-deadline message of the client against a
 scripted slow peer (tests/core/test_client.py).
 """
@@ -31,9 +31,9 @@ from server_stub import (
     LocalBackend,
     create_rollout_server,
 )
-from tests.eval_run.command import start_eval
-from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
-from tests.eval_run.servers import start_served_demo
+from tests.eval.runs.command import start_eval
+from tests.eval.runs.files import multiply_rows, read_jsonl, write_jsonl
+from tests.eval.runs.servers import start_served_demo
 from tests.polling import eventually, eventually_sync
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tests.reliability.proxy import proxy_to

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from server_stub.demo import aclose_chat_client
-from tests.eval_run.files import multiply_rows, read_jsonl, write_jsonl
+from tests.eval.runs.files import multiply_rows, read_jsonl, write_jsonl
 from tests.polling import eventually
 from tests.reliability.counts import FULL, scaled
 from tests.reliability.in_process import demo_app, rollout_server, run_session

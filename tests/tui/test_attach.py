@@ -1,7 +1,7 @@
 """A dashboard attached to a live eval through its control socket (`osmosis-tui attach`), the
 run in this process: it shows what the run's board shows, its keys act through the run, and
 leaving it leaves the run alone. The acceptance tests with the run in a process of its own are
-tests/eval_run/test_attach.py."""
+tests/eval/runs/test_attach.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The dashboard's keys that steer the run (DESIGN.md §2): `P` pauses and resumes dispatch, `]`
 and `[` raise and lower max-in-flight, `R` requeues after a confirmation; rollouts sent by hand
 are marked and kept out of the progress. Against a live eval over a real server_stub, as in
-test_actions.py; the engine's side is proven in tests/eval_run/test_control.py."""
+test_actions.py; the engine's side is proven in tests/eval/runs/test_control.py."""
 
 from __future__ import annotations
 

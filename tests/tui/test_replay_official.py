@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from core.types import RolloutStatus
-from tests.eval_run.command import run_osmosis
+from tests.eval.runs.command import run_osmosis
 from tests.tui.helpers import SIZE, text_of, until
 from tests.tui.recordings import numbers, played_to_the_end, replay_app
 from tui.sources.replay import ReplaySource

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval_run.command import child_env, osmosis
+from tests.eval.runs.command import child_env, osmosis
 from tests.polling import eventually_sync
 
 START_TIMEOUT_SEC = 60.0

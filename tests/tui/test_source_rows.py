@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.eval_run.files import read_jsonl
+from tests.eval.runs.files import read_jsonl
 from tests.tui.helpers import SIZE, LiveFactory, details_text, make_app, row, row_text, until
 from tui.app import create_app
 from tui.sources.replay import ReplaySource

@@ -20,7 +20,7 @@ from core.rollout_record import RequestOptions
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.backend import ExecutionOutcome, ExecutionRequest
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow
-from tests.eval_run.files import multiply_rows
+from tests.eval.runs.files import multiply_rows
 from tests.reliability.in_process import chat_endpoint, rollout_server, run_session
 
 

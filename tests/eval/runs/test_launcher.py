@@ -1,0 +1,187 @@
+"""The workspace launcher in-process (core/eval/servers/launcher.py, EVAL.md §5), on the real uv
+and the fixture workspace: what it logs and tells, and what it does when the port, the rollout's
+environment or the server's processes are not what it expects."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.eval.servers import launcher
+from core.eval.servers.launcher import LaunchError, launched_rollout_server
+from server_stub import LocalBackend, create_rollout_server
+from server_stub.demo import MultiplyWorkflow
+from server_stub.serving import serve_in_loop
+from tests.eval.runs.command import processes_in, rollout_pythonpath
+
+GREETING = {"WORKSPACE_GREETING": "hello"}
+
+
+@pytest.fixture(autouse=True)
+def rollouts_import_this_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture rollouts have no dependencies of their own (see their pyproject.toml)."""
+    monkeypatch.setenv("PYTHONPATH", rollout_pythonpath())
+
+
+@dataclass
+class Launches:
+    """What the launcher logged (`(step, line)`) and told the user."""
+
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+    @asynccontextmanager
+    async def server(
+        self,
+        workspace: Path,
+        *,
+        env: Mapping[str, str] = GREETING,
+        secret_values: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[str]:
+        async with (
+            httpx.AsyncClient() as http,
+            launched_rollout_server(
+                workspace=workspace,
+                rollout="multiply",
+                entrypoint="main.py",
+                env=env,
+                secret_values=secret_values or {},
+                artifact_root=workspace / "trials",
+                log=lambda step, line: self.lines.append((step, line)),
+                notice=self.notices.append,
+                http_client=http,
+                api_key=None,
+            ) as url,
+        ):
+            yield url
+
+    def step(self, step: str) -> list[str]:
+        return [line for at, line in self.lines if at == step]
+
+
+def rollout_dir(workspace: Path) -> Path:
+    return (workspace / "rollouts" / "multiply").resolve()
+
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="reads /proc")
+
+
+async def test_a_launched_server_is_stopped_by_sigterm_and_leaves_nothing_behind(
+    workspace: Path,
+) -> None:
+    launches = Launches()
+    folder = rollout_dir(workspace)
+    async with launches.server(workspace) as url, httpx.AsyncClient() as http:
+        assert (await http.get(f"{url}/health")).status_code == 200
+        running = processes_in(folder)
+        assert len(running) >= 2, "uv run, and the server it started"
+    assert processes_in(folder) == []
+    port = url.rsplit(":", 1)[1]
+    assert launches.step("deps")[0] == "syncing rollout dependencies (multiply)"
+    assert f"rollout server healthy on port {port}" in launches.step("server")
+    said = launches.step("rollout-server")
+    assert said[0].endswith(": hello")  # "workspace server pid N: hello", from [env]
+    assert said[-1].endswith(" stopped by SIGTERM")  # a graceful stop, not a SIGKILL
+    assert launches.notices == [], "an environment without osmosis-ai is no version mismatch"
+
+
+async def test_what_outlives_sigterm_is_killed_after_the_grace(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launcher, "STOP_GRACE_SEC", 1.0)
+    entrypoint = rollout_dir(workspace) / "main.py"
+    # The server starts a helper that ignores SIGTERM, then serves as usual: `uv run` and the
+    # server stop, the helper does not, and must not be left behind.
+    entrypoint.write_text(
+        "import runpy, subprocess, sys\n"
+        "helper = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        'signal.signal(signal.SIGTERM, signal.SIG_IGN); print("deaf", flush=True); '
+        "time.sleep(600)'], stdout=subprocess.PIPE, text=True)\n"
+        "assert helper.stdout is not None and helper.stdout.readline() == 'deaf\\n'\n"
+        "runpy.run_path('server.py', run_name='__main__')\n"
+    )
+    (entrypoint.parent / "server.py").write_text(
+        (Path(__file__).parent / "workspace" / "rollouts" / "multiply" / "main.py").read_text()
+    )
+    launches = Launches()
+    async with launches.server(workspace):
+        assert len(processes_in(entrypoint.parent)) >= 3, "uv run, the server, its helper"
+    assert processes_in(entrypoint.parent) == []
+    assert any(
+        line.endswith("did not stop within 1 s of SIGTERM; killing it")
+        for line in launches.step("server")
+    )
+
+
+async def test_a_foreign_server_on_the_port_is_a_clear_error(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entrypoint = rollout_dir(workspace) / "main.py"
+    entrypoint.write_text("import time\nprint('slow to start', flush=True)\ntime.sleep(120)\n")
+    foreign = create_rollout_server(
+        backend=LocalBackend(workflow=MultiplyWorkflow), configure_logging=False
+    )
+    async with serve_in_loop(foreign) as url, httpx.AsyncClient() as http:
+        theirs = (await http.get(f"{url}/health")).json()["instance_id"]
+        monkeypatch.setattr(launcher, "free_port", lambda: int(url.rsplit(":", 1)[1]))
+        launches = Launches()
+        with pytest.raises(LaunchError) as refused:
+            async with launches.server(workspace):
+                pytest.fail("the foreign server was taken for the launched one")
+    assert str(refused.value) == (
+        f"another process is already listening on {url} and its /health reports "
+        f"instance_id={theirs!r} instead of this run's; stop it and run again"
+    )
+    assert processes_in(entrypoint.parent) == [], "the launched server was stopped"
+
+
+async def test_another_osmosis_ai_in_the_rollout_environment_is_warned_about(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # What the server would import: here an osmosis-ai 0.2.0 on the PYTHONPATH of [env].
+    fake = tmp_path / "site" / "osmosis_ai-0.2.0.dist-info"
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: osmosis-ai\nVersion: 0.2.0\n")
+    pythonpath = os.pathsep.join([str(fake.parent), rollout_pythonpath()])
+    launches = Launches()
+    async with launches.server(workspace, env={**GREETING, "PYTHONPATH": pythonpath}):
+        pass
+    assert launches.notices == [
+        "rollouts/multiply uses osmosis-ai 0.2.0, but osmosis-tui is tested against 0.3.8; if "
+        "the run misbehaves, require osmosis-ai==0.3.8 in rollouts/multiply/pyproject.toml "
+        "and run uv sync --project rollouts/multiply"
+    ]
+
+
+async def test_a_failed_uv_sync_says_why_and_starts_nothing(workspace: Path) -> None:
+    pyproject = rollout_dir(workspace) / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('">=3.10"', '">=99"'))
+    launches = Launches()
+    with pytest.raises(LaunchError) as failed:
+        async with launches.server(workspace):
+            pytest.fail("started without its environment")
+    message = str(failed.value)
+    assert message.startswith("uv sync failed for rollouts/multiply with exit code 2: ")
+    assert "No interpreter found for Python >=99" in message  # uv's last line
+    assert message.endswith("; its output is in logs.txt")
+    assert any("No interpreter found" in line for line in launches.step("deps"))
+    assert launches.step("rollout-server") == []
+
+
+@pytest.mark.parametrize("where", ["env", "secrets"])
+async def test_the_config_cannot_set_what_the_launcher_sets(workspace: Path, where: str) -> None:
+    owned = {"PYTHONUNBUFFERED": "0"}
+    launches = Launches()
+    with pytest.raises(LaunchError, match=r"^\[env\]/\[secrets\] must not set PYTHONUNBUFFERED"):
+        async with launches.server(
+            workspace,
+            env={**GREETING, **owned} if where == "env" else GREETING,
+            secret_values=owned if where == "secrets" else None,
+        ):
+            pytest.fail("started with a variable the launcher owns overridden")
