@@ -46,7 +46,7 @@ def serve() -> None:
 
     import uvicorn
 
-    from server_stub.serving import run
+    from core.serving.loopback import run
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from core.serving.loopback import HostedServer, run, uvicorn_config
 from server_stub.log_safety import LOG_SAFETY
-from server_stub.serving import EmbeddedServer, run, uvicorn_config
 
 READY = "READY"
 
@@ -94,7 +94,7 @@ async def serve(args: argparse.Namespace, api_key: str | None) -> None:
         api_key=api_key,
     )
     registry = app.state.rollout_server.registry
-    server = EmbeddedServer(uvicorn_config(app))
+    server = HostedServer(uvicorn_config(app))
     loop = asyncio.get_running_loop()
 
     def stop() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import uvicorn
 
+from core.serving.loopback import bind_socket, serve_in_loop, uvicorn_config
 from server_stub.app import create_rollout_server
 from server_stub.local_backend import LocalBackend
-from server_stub.serving import bind_socket, serve_in_loop, uvicorn_config
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
 
 

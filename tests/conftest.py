@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 from tests.hostile_heads import CHECKS, Check
 
 Serve = Callable[..., AbstractAsyncContextManager[str]]

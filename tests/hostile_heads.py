@@ -1,6 +1,6 @@
 """Clients that go after a server before its app sees a request (heads that never end, too
 many headers, heads sent slowly or never finished, more half-open connections than it takes),
-and the checks every server we run must pass against them (`server_stub.http_limits`).
+and the checks every server we run must pass against them (`core.serving.http_limits`).
 
 Raw sockets on the running event loop, which the servers under test share. A check is given
 `start(**limits)`: an async context manager serving the app under test held to

@@ -148,9 +148,10 @@ def parts() -> list[Part]:
     return parse_parts(TABLE.read_text(encoding="utf-8"))
 
 
-def test_the_table_names_the_six_parts_of_the_design(parts: list[Part]) -> None:
+def test_the_table_names_the_seven_parts_of_the_design(parts: list[Part]) -> None:
     assert [part.name for part in parts] == [
         "Protocol",
+        "Serving",
         "Server",
         "Eval",
         "Embedded",
@@ -215,3 +216,26 @@ def test_the_module_list_names_every_module_once() -> None:
         f"missing from docs/ARCHITECTURE.md: {sorted(set(present) - set(listed))}; "
         f"listed but gone: {sorted(set(listed) - set(present))}"
     )
+
+
+def test_serving_imports_nothing_of_ours(parts: list[Part]) -> None:
+    source = "from core.types import RolloutStatus\nimport server_stub.app\n"
+    violations = check_source("core/serving/probe.py", source, parts)
+    assert [str(v) for v in violations] == [
+        "core/serving/probe.py:1: Serving may not import Protocol: core.types",
+        "core/serving/probe.py:2: Serving may not import Server: server_stub.app",
+    ]
+
+
+def test_the_server_and_the_eval_meet_only_through_embedded(parts: list[Part]) -> None:
+    violations = check_source("server_stub/probe.py", "from core.eval import session\n", parts)
+    assert [str(v) for v in violations] == [
+        "server_stub/probe.py:1: Server may not import Eval: core.eval.session"
+    ]
+    violations = check_source("core/eval/gateway/probe.py", "import server_stub.llm\n", parts)
+    assert [str(v) for v in violations] == [
+        "core/eval/gateway/probe.py:1: Eval may not import Server: server_stub.llm"
+    ]
+    source = "import server_stub.llm\nfrom core.serving.loopback import bind_socket\n"
+    assert check_source("core/eval/servers/embedded.py", source, parts) == []
+    assert check_source("server_stub/probe.py", source.split("\n", 1)[1], parts) == []

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from core.serving.loopback import serve_in_loop
 from server_stub import (
     AgentWorkflowConfig,
     ConcurrencyConfig,
     LocalBackend,
     create_rollout_server,
 )
-from server_stub.serving import serve_in_loop
 from tests.conformance.venv import venv_env
 from tests.server.plugins import Echo, ExactMatch
 

@@ -24,7 +24,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 from tests.conformance.official_servers import official_server
 from tests.server import feed_scenarios as scenarios
 from tests.server.otlp import LogRecord, OtlpReceiver

@@ -25,8 +25,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from core.serving.loopback import serve_in_loop
 from server_stub import LocalBackend, create_rollout_server
-from server_stub.serving import serve_in_loop
 from tests.conformance.official_servers import official_server
 from tests.polling import eventually
 from tests.server.plugins import ExactMatch, Narrating

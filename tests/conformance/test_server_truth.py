@@ -19,11 +19,11 @@ import pytest
 
 from core.eval import EvalRequest, EvalSession, prepare
 from core.eval.results.transitions import read_transitions
+from core.serving.loopback import serve_in_loop
 from core.types import RolloutStatus
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.llm_latency import FixedLatency
-from server_stub.serving import serve_in_loop
 from tests.conformance.official_eval import CONFIG, DATASET, EVALS, make_workspace, official_env
 
 pytestmark = pytest.mark.conformance

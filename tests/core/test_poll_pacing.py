@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from core import handle as handle_module
 from core.client import RolloutClient
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 
 PROMPT = [{"role": "user", "content": "2*3"}]
 

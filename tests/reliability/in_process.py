@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from core.eval import EvalRequest, EvalSession, EvalSummary, prepare
+from core.serving.loopback import serve_in_loop
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import ExactMatchGrader, MultiplyWorkflow, aclose_chat_client
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
-from server_stub.serving import serve_in_loop
 from server_stub.workflow import AgentWorkflowConfig, ConcurrencyConfig
 from tests.eval.runs.files import write_jsonl
 

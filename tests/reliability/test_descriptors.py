@@ -12,7 +12,7 @@ import resource
 import subprocess
 from pathlib import Path
 
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 from tests.eval.runs.command import RUN_TIMEOUT_SEC, child_env, osmosis
 from tests.eval.runs.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
 from tests.eval.runs.servers import threaded_server

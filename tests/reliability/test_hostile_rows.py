@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 from tests.eval.runs.command import run_eval
 from tests.eval.runs.files import summary_of, write_jsonl
 from tests.eval.runs.servers import threaded_server

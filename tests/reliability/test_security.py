@@ -36,6 +36,7 @@ from core.eval.results.export import export_row
 from core.eval.servers.embedded import demo_rollout_server, stub_chat_endpoint
 from core.eval.servers.launcher import LaunchError, resolve_entrypoint
 from core.eval.servers.uv_project import server_command
+from core.serving.loopback import serve_in_loop
 from server_stub import (
     AgentWorkflow,
     AgentWorkflowOutput,
@@ -45,7 +46,6 @@ from server_stub import (
 )
 from server_stub.demo import SLOW_SEC, demo_rows
 from server_stub.llm import create_chat_app
-from server_stub.serving import serve_in_loop
 from server_stub.standalone import is_loopback
 from server_stub.workflow import AgentWorkflowContext
 from tests.eval.gateway.fake_upstream import (

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 
+from core.serving.loopback import serve_in_loop
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
-from server_stub.serving import serve_in_loop
 from tests.polling import eventually
 
 KEY = "sk-test-not-a-real-key"

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from core.serving.loopback import serve_in_loop
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.llm_latency import FixedLatency
-from server_stub.serving import serve_in_loop
 from tests.server.chat import KEY
 
 

@@ -24,6 +24,7 @@ import pytest
 import pytest_asyncio
 from starlette.applications import Starlette
 
+from core.serving.loopback import serve_in_loop
 from core.types import POLLING_LEASE_HEADER
 from server_stub import (
     AgentWorkflowConfig,
@@ -50,7 +51,6 @@ from server_stub.llm import create_chat_app
 from server_stub.llm_answers import solve_arithmetic
 from server_stub.llm_behaviour import StubChatSettings
 from server_stub.llm_latency import FixedLatency
-from server_stub.serving import serve_in_loop
 from tests.polling import eventually
 
 LLM_KEY = "sk-demo-test-key"

@@ -1,5 +1,5 @@
 """What one connection may make the rollout server hold before its app (and the bearer check)
-sees a request (`server_stub.http_limits`): real uvicorn on a loopback port, raw sockets."""
+sees a request (`core.serving.http_limits`): real uvicorn on a loopback port, raw sockets."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from core.serving.http_limits import HttpLimits
+from core.serving.loopback import serve_in_loop
 from server_stub import LocalBackend, create_rollout_server
-from server_stub.http_limits import HttpLimits
-from server_stub.serving import serve_in_loop
 from tests.hostile_heads import (
     SHORT_SEC,
     Check,

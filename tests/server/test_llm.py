@@ -15,6 +15,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from core.serving.loopback import serve_in_loop
 from server_stub.llm import DEFAULT_MODEL, create_chat_app
 from server_stub.llm_answers import count_tokens, format_number, solve_arithmetic
 from server_stub.llm_behaviour import (
@@ -26,7 +27,6 @@ from server_stub.llm_behaviour import (
     plan_request,
 )
 from server_stub.llm_latency import FixedLatency, LogNormalLatency, UniformLatency
-from server_stub.serving import serve_in_loop
 from tests.server.chat import AUTH, KEY, ask, chat, hung_call_dropped, outcomes
 
 # --- pure helpers -------------------------------------------------------------------------------

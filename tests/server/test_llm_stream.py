@@ -13,10 +13,10 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from core.serving.loopback import serve_in_loop
 from server_stub.llm import create_chat_app
 from server_stub.llm_answers import FALLBACK_REPLY, STREAM_PIECES, count_tokens, stream_pieces
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
-from server_stub.serving import serve_in_loop
 from tests.server.chat import (
     AUTH,
     KEY,

@@ -18,6 +18,7 @@ import pytest
 
 from core.eval import EvalRequest, prepare
 from core.eval.results.folder import PREVIEWS_DIR
+from core.serving.loopback import serve_in_loop
 from server_stub import (
     AgentWorkflowConfig,
     ConcurrencyConfig,
@@ -25,7 +26,6 @@ from server_stub import (
     LocalBackend,
     create_rollout_server,
 )
-from server_stub.serving import serve_in_loop
 from tests.server.plugins import Echo, ExactMatch
 from tests.tui.helpers import CHAT_URL, Live, LiveFactory
 from tui.sources.live import EvalSource

@@ -53,8 +53,8 @@ def add_serve(commands: Any) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from core.serving.loopback import run
     from server_stub.local_backend import resolve_object
-    from server_stub.serving import run
     from server_stub.standalone import ServeOptions, serve
 
     if args.demo and (args.workflow or args.grader):

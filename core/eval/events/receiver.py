@@ -21,7 +21,7 @@ parses. What is refused never reaches the hook and never stops the run:
 - a body that does not decode: 400;
 - more than `max_concurrent_requests` requests at once: 503 with `Retry-After`, which the
   OpenTelemetry exporter retries;
-- before any of that, the listener's own bounds (`http_limits`, `server_stub.http_limits`): a
+- before any of that, the listener's own bounds (`http_limits`, `core.serving.http_limits`): a
   request head too big, with too many headers or too slow to arrive, 431 or 408; past its
   connection limit, 503.
 
@@ -51,7 +51,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 
-from core.eval.asgi import (
+from core.eval.errors import EvalError
+from core.eval.events.ownership import OwnershipEvent, ownership_event
+from core.serving.asgi import (
     BodyTooLarge,
     Disconnected,
     Header,
@@ -64,10 +66,13 @@ from core.eval.asgi import (
     request_headers,
     send_whole,
 )
-from core.eval.errors import EvalError
-from core.eval.events.ownership import OwnershipEvent, ownership_event
-from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
-from core.eval.servers.embedded import HttpLimits
+from core.serving.http_limits import HttpLimits
+from core.serving.loopback import (
+    HTTP_LIMITS,
+    LoopbackServer,
+    LoopbackService,
+    listener_options,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +232,10 @@ class EventReceiver(LoopbackService):
         self._dropped = 0
         self._refused = 0
         self._listener = LoopbackServer(
-            self._app, port=port, shutdown_grace_sec=shutdown_grace_sec, limits=http_limits
+            self._app,
+            port=port,
+            limits=http_limits,
+            **listener_options(shutdown_grace_sec),
         )
 
     # -- what the run reads --------------------------------------------------------------

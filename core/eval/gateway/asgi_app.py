@@ -1,7 +1,7 @@
 """The model gateway's HTTP side as a bare ASGI app: one POST route, JSON and event-stream
 answers, and the rollout's departure noticed while it waits.
 
-Every model call of a run passes here, so it does without a framework (`core.eval.asgi`): a
+Every model call of a run passes here, so it does without a framework (`core.serving.asgi`): a
 Starlette route, request and response cost about as much CPU per call as the rest of the
 gateway together.
 What it answers outside the route is what Starlette answered (the official bridge's
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from core.eval.asgi import (
+from core.serving.asgi import (
     Disconnected,
     Header,
     Headers,

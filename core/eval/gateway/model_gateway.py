@@ -19,7 +19,7 @@ credentials. One route, as official:
 - an upstream failure is an OpenAI-style error body (`gateway_payloads.error_payload`) with
   the upstream's 4xx status, 408 for a timeout, else 502;
 - before the bearer is checked, the listener holds every connection to `http_limits`
-  (`server_stub.http_limits`): a request head too big, with too many headers or too slow to
+  (`core.serving.http_limits`): a request head too big, with too many headers or too slow to
   arrive is 431 or 408, and past its connection limit 503. Bodies are not bounded: a chat
   call carries the whole conversation.
 
@@ -76,13 +76,18 @@ from core.eval.gateway.payloads import (
 )
 from core.eval.gateway.reasoning_memory import ReasoningMemory
 from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values
-from core.eval.loopback import HTTP_LIMITS, LoopbackServer, LoopbackService
 from core.eval.nesting import load_json
 from core.eval.redact import Redactor
 from core.eval.results.calls import CallHook, ModelCall, bounded
 from core.eval.safe_text import terminal_safe
-from core.eval.servers.embedded import HttpLimits
 from core.eval.token_counts import NOT_A_COUNT
+from core.serving.http_limits import HttpLimits
+from core.serving.loopback import (
+    HTTP_LIMITS,
+    LoopbackServer,
+    LoopbackService,
+    listener_options,
+)
 from core.task_end import cancel_and_wait
 from core.types import ensure_single_path_segment
 
@@ -155,7 +160,10 @@ class ModelGateway(LoopbackService):
         self._reasoning = ReasoningMemory()
         self._app = RouteApp(self._endpoint)
         self._listener = LoopbackServer(
-            self._app, port=self._port, shutdown_grace_sec=shutdown_grace_sec, limits=http_limits
+            self._app,
+            port=self._port,
+            limits=http_limits,
+            **listener_options(shutdown_grace_sec),
         )
 
     # -- what the run reads --------------------------------------------------------------

@@ -7,9 +7,7 @@ one core (bench/README.md has the figures); the eval binds its socket, hands it 
 passes the feeds' endpoint and folder on the command line, as it would tell a launched server,
 and its bearer on its standard input, where no other process can read it. This is the one
 module of `core.eval` that imports `server_stub` (DESIGN.md §1, the Embedded part); everything
-else in the eval engine reaches rollout servers over HTTP only. The eval's own listeners (the
-model gateway, the event receiver) take server_stub's bounds on request heads and
-connections, `HttpLimits`, from here too: one hardened uvicorn set-up for every server we run.
+else in the eval engine reaches rollout servers over HTTP only.
 """
 
 from __future__ import annotations
@@ -26,12 +24,12 @@ from pathlib import Path
 
 import server_stub
 from core.eval.servers.launcher import LaunchError
-from server_stub.http_limits import HttpLimits
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER
 
 # The demo's own modules (its workflow, dataset, chat app: Starlette and AnyIO) are imported
-# by the functions that run the demo: every run imports this module for `HttpLimits`, and a
-# run on a workspace or on servers of its own would pay ~50 ms at every start for nothing.
+# by the functions that run the demo: every run imports this module (the session starts the
+# demo from here), and a run on a workspace or on servers of its own would pay ~50 ms at every
+# start for nothing.
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +52,9 @@ RECORD_LIMIT = 1 << 20
 @asynccontextmanager
 async def stub_chat_endpoint() -> AsyncIterator[str]:
     """The stub OpenAI-compatible endpoint; yields the base URL rollouts append paths to."""
+    from core.serving.loopback import serve_in_loop
     from server_stub.demo import demo_chat_settings
     from server_stub.llm import create_chat_app
-    from server_stub.serving import serve_in_loop
 
     # Chat calls still open at the end belong to rollouts the run left behind (an interrupt
     # that leaves them running, a server ignoring a cancel): not worth waiting for.
@@ -83,7 +81,7 @@ async def demo_rollout_server(
     no other local process can cancel the run's rollouts): it goes to the process on its
     standard input, never on its command line or in its environment, which other processes
     can read. When the block ends the process cancels what it still runs and stops."""
-    from server_stub.serving import bind_socket
+    from core.serving.loopback import bind_socket
 
     sock = bind_socket()
     sock.listen(LISTEN_BACKLOG)  # connections queue from now on, before the child serves
@@ -203,8 +201,6 @@ __all__ = [
     # The demo rows' per-request behaviour, which the gateway passes on to the stub model.
     "BEHAVIOUR_HEADER",
     "DEMO_ROLLOUT_ENTRYPOINT",
-    # server_stub's bounds on request heads and connections, for the eval's own listeners.
-    "HttpLimits",
     "demo_rollout_server",
     "demo_rollout_source",
     "refresh_demo_dataset",

@@ -1,5 +1,5 @@
 """What one connection may make the event receiver hold before its endpoint sees a request
-(`server_stub.http_limits`, which the eval's listeners use too): real uvicorn on a loopback
+(`core.serving.http_limits`, which the eval's listeners use too): real uvicorn on a loopback
 port, raw sockets."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from core.eval.events.ownership import OwnershipEvent
 from core.eval.events.receiver import LOGS_PATH, EventReceiver
-from core.eval.servers.embedded import HttpLimits
+from core.serving.http_limits import HttpLimits
 from tests.hostile_heads import Check, Listener, Start, port_of
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from core.eval.events.ownership import OwnershipEvent
 from core.eval.events.receiver import PROTOBUF, EventReceiver, EventReceiverError
-from core.eval.loopback import LoopbackServer
+from core.serving.loopback import LoopbackServer, listener_options
 from core.types import RolloutStatus
 from tests.eval.events.otlp import (
     SERVER_TIME_NS,
@@ -270,7 +270,7 @@ async def test_without_a_hook_events_are_only_counted(client: httpx.AsyncClient)
 
 
 async def test_endpoint_fixed_port_and_a_busy_port() -> None:
-    taken = LoopbackServer(_empty_app)
+    taken = LoopbackServer(_empty_app, **listener_options())
     await taken.start()
     port = int(str(taken.base_url).rsplit(":", 1)[1])
     try:

@@ -1,5 +1,5 @@
 """What one connection may make the model gateway hold before its route (and the bearer
-check) sees a request (`server_stub.http_limits`, which the eval's listeners use too): real
+check) sees a request (`core.serving.http_limits`, which the eval's listeners use too): real
 uvicorn on a loopback port, raw sockets, and a real chat call to show the bounds leave room
 for one."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstreams import OpenAICompatibleUpstream
-from core.eval.servers.embedded import HttpLimits
+from core.serving.http_limits import HttpLimits
 from tests.eval.gateway.conftest import UPSTREAM_KEY
 from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval.gateway.helpers import chat_body, post_chat

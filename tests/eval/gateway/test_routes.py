@@ -12,7 +12,7 @@ import pytest
 from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstreams import OpenAICompatibleUpstream
-from core.eval.loopback import LoopbackServer
+from core.serving.loopback import LoopbackServer, listener_options
 from tests.eval.gateway.conftest import UPSTREAM_KEY
 from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, completion
 from tests.eval.gateway.helpers import chat_body, parse_sse, post_chat
@@ -283,7 +283,7 @@ async def test_more_than_one_choice_is_refused_before_the_upstream(
 
 
 async def test_urls_fixed_port_and_advertised_base(fake_url: str) -> None:
-    taken = LoopbackServer(FakeUpstream().app)
+    taken = LoopbackServer(FakeUpstream().app, **listener_options())
     port = int((await taken.start()).rsplit(":", 1)[1])
     try:
         async with upstream(fake_url) as up:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval.runs.command import RUN_TIMEOUT_SEC, child_env, osmosis, run_eval
 from tests.eval.runs.files import envelope

@@ -11,7 +11,7 @@ import pytest
 
 from core.eval.gateway import upstream_choice
 from core.eval.servers.launcher import free_port
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval.runs.command import child_env, run_eval
 from tests.eval.runs.files import read_jsonl, run_folder, summary_of

@@ -15,9 +15,9 @@ import pytest
 
 from core.eval.servers import launcher
 from core.eval.servers.launcher import LaunchError, launched_rollout_server
+from core.serving.loopback import serve_in_loop
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import MultiplyWorkflow
-from server_stub.serving import serve_in_loop
 from tests.eval.runs.command import processes_in, rollout_pythonpath
 
 GREETING = {"WORKSPACE_GREETING": "hello"}

@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from server_stub.serving import serve_in_loop
+from core.serving.loopback import serve_in_loop
 from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, completion
 from tests.eval.runs.command import run_eval
 from tests.eval.runs.files import read_jsonl, run_folder, write_jsonl

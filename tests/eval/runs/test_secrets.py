@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from core.serving.loopback import serve_in_loop
 from server_stub import (
     AgentWorkflowConfig,
     AgentWorkflowContext,
@@ -24,7 +25,6 @@ from server_stub.demo import (
     demo_chat_settings,
 )
 from server_stub.llm import create_chat_app
-from server_stub.serving import serve_in_loop
 from tests.eval.gateway.fake_upstream import FakeUpstream, quoting_the_key
 from tests.eval.runs.command import child_env, run_eval
 from tests.eval.runs.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl

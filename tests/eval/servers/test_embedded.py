@@ -13,8 +13,8 @@ import pytest
 
 from core.client import RolloutClient
 from core.eval.servers.embedded import RECORD_LIMIT, demo_rollout_server, stub_chat_endpoint
+from core.serving.loopback import serve_in_loop
 from core.types import PREVIEW_FILE, RolloutStatus
-from server_stub.serving import serve_in_loop
 from tests.eval.gateway.fake_upstream import FakeUpstream, quoting_the_key
 from tests.polling import eventually
 

@@ -1,9 +1,8 @@
 """What one client connection may make a uvicorn server hold before any route runs: the size
 of a request head, its headers, the time it takes to arrive, and how many connections are open.
 
-The rollout server and the stub chat endpoint are served with these (`server_stub.serving`).
-The eval's own loopback services (its model gateway and event receiver) are served with these
-too, through its one door to this package (`core.eval.servers.embedded`).
+Every server we run is held to these (`core.serving.loopback`): the rollout server, the stub
+chat endpoint, and the eval's own listeners (its model gateway and event receiver).
 
 uvicorn parses with httptools, which buffers a header value until its end without limit
 (`h11_max_incomplete_event_size` bounds the h11 parser only), and has no timeout for a request
