@@ -74,7 +74,7 @@ async def run_eval(
 ) -> dict[str, Any]:
     """The eval process: `total` rollouts over `servers`, `in_flight` at once."""
     from core.eval import EvalRequest, EvalSession, prepare
-    from core.eval.heap import settled_for_a_run
+    from core.eval.gc_tuning import settled_for_a_run
 
     pick = random.Random(5)
     dataset = folder / "rows.jsonl"

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from core.eval import EvalPlan
-from core.eval.heap import settled_for_a_run
+from core.eval.gc_tuning import settled_for_a_run
 from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
 from tui.app import DashboardApp, create_app
 from tui.sources.live import EvalSource

@@ -10,7 +10,7 @@ import sys
 
 from core.eval import EvalPlan, EvalSession
 from core.eval.attach.endpoint import ControlEndpoint
-from core.eval.heap import settled_for_a_run
+from core.eval.gc_tuning import settled_for_a_run
 from core.eval.reporter import (
     HeadlessReporter,
     OutputMode,

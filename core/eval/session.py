@@ -22,7 +22,6 @@ from pathlib import Path
 import httpx
 
 from core.board import RolloutBoard
-from core.eval.control import RunControl
 from core.eval.dispatch_gate import within_capacity
 from core.eval.events.ownership import OwnershipEvent
 from core.eval.events.receiver import EventReceiver, EventReceiverError
@@ -47,6 +46,7 @@ from core.eval.servers.embedded import demo_rollout_server
 from core.eval.servers.fd_budget import DescriptorBudget, descriptor_budget
 from core.eval.servers.launcher import launched_rollout_server
 from core.eval.servers.pool import AllServersDown, ServerPool
+from core.eval.steering import RunControl
 from core.eval.stopped_together import StoppedTogether
 from core.eval.summary import EvalSummary
 from core.rollout_record import CancelRequest, PhaseMark, RequestOptions, RolloutRecord

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from core.eval.heap import RUN_THRESHOLDS, settled_for_a_run
+from core.eval.gc_tuning import RUN_THRESHOLDS, settled_for_a_run
 
 
 def test_the_collector_is_tuned_for_the_run_then_restored() -> None:
