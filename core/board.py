@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING
 from core.errors import describe_error
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity, ModelCallReport
-from core.phases import PHASES
+from core.phases import PHASES, PhaseMark
 from core.rollout_record import (
     CancelRequest,
-    PhaseMark,
     RecordedRollout,
     RequestOptions,
     RolloutRecord,

@@ -1,8 +1,10 @@
-"""Why a rollout skipped a phase: one rule for live handles, the board and replays."""
+"""When a rollout entered each phase, and why it skipped one: one rule for live handles, the
+board and replays."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from core.types import (
@@ -14,6 +16,27 @@ from core.types import (
 )
 
 SkipReason = Literal["not_requested", "ended_early", "not_observed"]
+
+#: Who reported a status: the server's ownership events, or a poll of its result endpoint.
+PhaseSource = Literal["server", "poll"]
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseMark:
+    """When a rollout got one status, as one source reported it (or as the sources agree)."""
+
+    status: RolloutStatus
+    #: When it happened, on the `time.monotonic()` clock: the server's time when the server
+    #: reported it (mapped onto this clock), else when a poll saw it.
+    at: float
+    source: PhaseSource
+    #: The server's wall clock (seconds since the epoch) and its event's sequence number.
+    server_time: float | None = None
+    event_sequence: int | None = None
+    server_id: str | None = None
+    #: When a poll saw the status too (on a mark from the server), for the details.
+    polled_at: float | None = None
+
 
 #: The phases a rollout passes through before its terminal status, in order.
 PHASES = tuple(status for status in PHASE_ORDER if status not in TERMINAL_STATUSES)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity
-from core.phases import SkipReason, skipped_phases
+from core.phases import PhaseMark, SkipReason, skipped_phases
 from core.types import (
     PHASE_ORDER,
     TERMINAL_STATUSES,
@@ -37,27 +37,6 @@ DISPLAY_STATUSES: tuple[str, ...] = (
     *(status.value for status in RolloutStatus if status is not RolloutStatus.UNKNOWN),
     NOT_ADMITTED,
 )
-
-
-#: Who reported a status: the server's ownership events, or a poll of its result endpoint.
-PhaseSource = Literal["server", "poll"]
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseMark:
-    """When a rollout got one status, as one source reported it (or as the sources agree)."""
-
-    status: RolloutStatus
-    #: When it happened, on the `time.monotonic()` clock: the server's time when the server
-    #: reported it (mapped onto this clock), else when a poll saw it.
-    at: float
-    source: PhaseSource
-    #: The server's wall clock (seconds since the epoch) and its event's sequence number.
-    server_time: float | None = None
-    event_sequence: int | None = None
-    server_id: str | None = None
-    #: When a poll saw the status too (on a mark from the server), for the details.
-    polled_at: float | None = None
 
 
 class Canceller(Protocol):

@@ -49,7 +49,8 @@ from core.eval.servers.pool import AllServersDown, ServerPool
 from core.eval.steering import RunControl
 from core.eval.stopped_together import StoppedTogether
 from core.eval.summary import EvalSummary
-from core.rollout_record import CancelRequest, PhaseMark, RequestOptions, RolloutRecord
+from core.phases import PhaseMark
+from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
 from core.task_end import cancel_and_wait
 from core.transport import AiohttpTransport
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV

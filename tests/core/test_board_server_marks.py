@@ -7,7 +7,8 @@ and late reports change nothing they should not; "not observed" only when no sou
 from __future__ import annotations
 
 from core.board import MAX_EARLY_EVENT_ROLLOUTS, RolloutBoard
-from core.rollout_record import PhaseMark, RolloutRecord
+from core.phases import PhaseMark
+from core.rollout_record import RolloutRecord
 from core.types import RolloutStatus
 
 Q, R, G = RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING

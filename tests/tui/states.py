@@ -26,9 +26,9 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.results import reward_stats
 from core.eval.results.calls import ModelCall
 from core.eval.results.metrics import Progress
+from core.phases import PhaseMark
 from core.rollout_record import (
     CancelRequest,
-    PhaseMark,
     RecordedRollout,
     RequestOptions,
     RolloutRecord,

@@ -8,7 +8,7 @@ import pytest
 from textual.binding import Binding
 from textual.widgets._footer import FooterKey
 
-from core.rollout_record import PhaseMark
+from core.phases import PhaseMark
 from core.types import RolloutStatus
 from tests.tui.helpers import screen_lines, until
 from tests.tui.recordings import replay_app, write_recording

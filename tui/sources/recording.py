@@ -21,7 +21,7 @@ from core.eval.nesting import load_json
 from core.eval.results.calls import ModelCall
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
-from core.rollout_record import PhaseMark
+from core.phases import PhaseMark
 from core.types import RolloutStatus
 
 CALLS_FILE = "calls.jsonl"

@@ -15,8 +15,8 @@ from textual.widgets import Static
 
 from core.board import RolloutBoard
 from core.model_activity import ModelActivity, ModelCallReport
-from core.phases import PHASES
-from core.rollout_record import PhaseMark, RolloutRecord
+from core.phases import PHASES, PhaseMark
+from core.rollout_record import RolloutRecord
 from core.transcript import content_text
 from core.types import RolloutStatus
 from tui.widgets.format import (

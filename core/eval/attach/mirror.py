@@ -27,10 +27,10 @@ from core.eval.attach.protocol import (
     text_of,
 )
 from core.model_activity import ModelActivity
+from core.phases import PhaseMark
 from core.rollout_record import (
     Canceller,
     CancelRequest,
-    PhaseMark,
     RecordedRollout,
     RolloutRecord,
 )

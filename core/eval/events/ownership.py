@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
-from core.rollout_record import PhaseMark
+from core.phases import PhaseMark
 from core.types import RolloutStatus
 
 OWNERSHIP_EVENT = "rollout.ownership"
