@@ -4,7 +4,7 @@ Read-only. `RUN` is a run folder or its `transitions.jsonl`: the recording (with
 calls of `calls.jsonl` and the results of `events.jsonl` beside it) is played at `speed`
 times its own pace, long idle gaps shortened; a folder without a recording (an official
 `osmosis eval run`'s) plays each result at the time its logs.txt says
-(`tui.sources.results_timeline`). The player pauses, steps one event, changes speed, seeks
+(`core.eval.results.official_timeline`). The player pauses, steps one event, changes speed, seeks
 to a time and steps back; going back builds the board again from the start
 (`tui.sources.replay_state`), and the app shows the new board (`DashboardApp.use_board`).
 
@@ -35,10 +35,9 @@ from core.eval.results.folder import (
 )
 from core.eval.results.manifest import work_item_count
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress, recorded_pass_threshold
+from core.eval.results.official_timeline import read_results_timeline
 from core.eval.results.provenance import manifest_pass_threshold
-from core.eval.results.records import ItemResult
-from tui.sources.base import NewRollout, RunEnding, ServerView
-from tui.sources.recording import (
+from core.eval.results.recording import (
     ReplayEvent,
     ResultSeen,
     SentByHand,
@@ -47,8 +46,9 @@ from tui.sources.recording import (
     StatusSeen,
     read_recording,
 )
+from core.eval.results.records import ItemResult
+from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.replay_state import ReplayState
-from tui.sources.results_timeline import read_results_timeline
 from tui.widgets.format import duration
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.

@@ -23,10 +23,7 @@ from dataclasses import replace
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress, progress
-from core.eval.results.records import ItemKey, ItemResult
-from core.rollout_record import CancelRequest
-from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
-from tui.sources.recording import (
+from core.eval.results.recording import (
     CancelAnswered,
     CancelAsked,
     DispatchStarted,
@@ -42,6 +39,9 @@ from tui.sources.recording import (
     StatusSeen,
     Untracked,
 )
+from core.eval.results.records import ItemKey, ItemResult
+from core.rollout_record import CancelRequest
+from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
 
 _CATEGORIES = {category.value: category for category in RolloutErrorCategory}
 

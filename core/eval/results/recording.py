@@ -19,12 +19,11 @@ from typing import Any, TypeGuard
 
 from core.eval.nesting import load_json
 from core.eval.results.calls import ModelCall
+from core.eval.results.folder import CALLS_FILE
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
 from core.phases import PhaseMark
 from core.types import RolloutStatus
-
-CALLS_FILE = "calls.jsonl"
 
 
 @dataclass(frozen=True)

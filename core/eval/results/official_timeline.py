@@ -16,12 +16,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeGuard
 
+from core.eval.results.folder import LOGS_FILE
 from core.eval.results.logs import read_log
+from core.eval.results.recording import ReplayEvent, StatusSeen, Untracked
 from core.eval.results.records import ItemResult
 from core.types import RolloutStatus
-from tui.sources.recording import ReplayEvent, StatusSeen, Untracked
 
-LOGS_FILE = "logs.txt"
 # The lines of logs.txt that say when a rollout was sent and when its result came.
 DISPATCHED = ("dispatch", "dispatching rollout")
 FINISHED = ("result", "work item finished")
