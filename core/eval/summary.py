@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.eval.nesting import load_json
 from core.eval.results.folder import MANIFEST_FILE, TRIALS_DIR
 from core.eval.results.records import ItemKey, ItemResult, ItemStatus
 from core.eval.runner import RunStatus
+from core.eval.untrusted_json import load_json
 
 ENVELOPE_SCHEMA_VERSION = 1
 OPERATION = "eval.run"

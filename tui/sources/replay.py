@@ -24,7 +24,6 @@ from typing import Any
 
 from core.eval.dispatch_gate import DispatchState
 from core.eval.errors import EvalError
-from core.eval.nesting import load_json
 from core.eval.results.events import Journal
 from core.eval.results.folder import (
     EVENTS_FILE,
@@ -47,6 +46,7 @@ from core.eval.results.recording import (
     read_recording,
 )
 from core.eval.results.records import ItemResult
+from core.eval.untrusted_json import load_json
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.replay_state import ReplayState
 from tui.widgets.format import duration

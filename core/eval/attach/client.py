@@ -25,22 +25,19 @@ from core.eval.attach.protocol import (
     MAX_RUN_LINE,
     PROTOCOL_VERSION,
     ProtocolViolation,
-    bool_of,
     decode,
     dict_of,
     dispatch_from,
     encode,
-    float_of,
     ids_of,
-    int_of,
     list_of,
-    text_of,
     version_problem,
 )
 from core.eval.attach.unix_socket import ControlError
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.eval.safe_text import replace_unsafe
+from core.eval.untrusted_json import bool_of, float_of, int_of, text_of
 from core.rollout_record import RolloutRecord
 from core.types import CancelRolloutsResponse
 

@@ -35,9 +35,7 @@ from core.eval.attach.protocol import (
     encode,
     ids_of,
     in_chunks,
-    int_of,
     record_state,
-    text_of,
     version_problem,
 )
 from core.eval.attach.unix_socket import BoundSocket, ControlSocketError, peer_uid
@@ -46,6 +44,7 @@ from core.eval.runner import ControlRefused
 from core.eval.servers.pool import shown_state
 from core.eval.session import EvalSession
 from core.eval.summary import EvalSummary
+from core.eval.untrusted_json import int_of, text_of
 from core.rollout_record import RolloutRecord
 
 logger = logging.getLogger(__name__)

@@ -17,15 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.board import RolloutBoard
-from core.eval.attach.protocol import (
-    bool_of,
-    dict_of,
-    float_of,
-    int_of,
-    list_of,
-    options_from,
-    text_of,
-)
+from core.eval.attach.protocol import dict_of, list_of, options_from
+from core.eval.untrusted_json import bool_of, float_of, int_of, text_of
 from core.model_activity import ModelActivity
 from core.phases import PhaseMark
 from core.rollout_record import (

@@ -80,6 +80,7 @@ from typing import Any, TypeVar
 
 from core.eval.attach.unix_socket import ControlError
 from core.eval.dispatch_gate import DispatchState
+from core.eval.untrusted_json import bool_of, float_of, int_of, load_json, text_of
 from core.model_activity import ModelActivity
 from core.rollout_record import RequestOptions, RolloutRecord
 
@@ -115,8 +116,8 @@ def encode(message: dict[str, Any]) -> bytes:
 def decode(line: bytes) -> dict[str, Any]:
     """The message on one line; `ProtocolViolation` when it is none."""
     try:
-        message = json.loads(line)
-    except (ValueError, RecursionError) as exc:
+        message = load_json(line)
+    except ValueError as exc:
         raise ProtocolViolation(f"not a JSON line: {exc}") from None
     if not isinstance(message, dict):
         raise ProtocolViolation("a message is a JSON object")
@@ -150,24 +151,6 @@ def _text(value: str | None) -> str | None:
     if value is None or len(value) <= MAX_TEXT_CHARS:
         return value
     return value[:MAX_TEXT_CHARS] + "…"
-
-
-def text_of(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def int_of(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def float_of(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def bool_of(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
 
 
 def list_of(value: object) -> list[Any]:

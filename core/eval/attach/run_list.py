@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.eval.attach.unix_socket import is_served
-from core.eval.nesting import load_json
 from core.eval.results.events import Journal
 from core.eval.results.folder import (
     EVENTS_FILE,
@@ -36,6 +35,7 @@ from core.eval.results.folder import (
 from core.eval.results.lock import lock_holder
 from core.eval.results.manifest import ManifestError, read_manifest, work_item_count
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, progress, recorded_pass_threshold
+from core.eval.untrusted_json import load_json, text_of, utc_moment
 
 ListedStatus = Literal["running", "incomplete", "finished"]
 Tool = Literal["osmosis-tui", "osmosis"]
@@ -147,7 +147,8 @@ def _metrics(path: Path, problems: list[str]) -> dict[str, Any]:
 
 
 def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
+    """Text, where an empty string is none."""
+    return text_of(value) or None
 
 
 def _duration(
@@ -158,7 +159,7 @@ def _duration(
     now: datetime | None,
 ) -> float | None:
     if status == "running":
-        began = _moment(started)
+        began = utc_moment(started)
         if began is None:
             return None
         return max(((now or datetime.now(timezone.utc)) - began).total_seconds(), 0.0)
@@ -167,16 +168,6 @@ def _duration(
     if recorded == "running" or isinstance(milliseconds, bool):
         return None
     return milliseconds / 1000 if isinstance(milliseconds, (int, float)) else None
-
-
-def _moment(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 def live_runs(output: Path) -> list[ListedRun]:

@@ -31,6 +31,7 @@ from core.async_closing import AsyncClosing
 from core.eval.gateway.errors import LiteLLMUnavailable, UpstreamError, answer_status
 from core.eval.gateway.payloads import error_message
 from core.eval.gateway.upstreams import UpstreamReply, inference_fields, masker
+from core.eval.untrusted_json import int_of
 
 EXTRA = "osmosis-tui[litellm]"
 # Request fields LiteLLM would read as its own configuration rather than pass to the model,
@@ -254,7 +255,7 @@ class LiteLLMUpstream(AsyncClosing):
                 type(link).__name__ in _CONNECTION_ERRORS
             ):
                 unreachable = True
-        answer = answer_status(status if status is not None else _int_or_none(classified))
+        answer = answer_status(status if status is not None else int_of(classified))
         return UpstreamError(
             self._mask(message), status=status, answer=answer, unreachable=unreachable
         )
@@ -265,10 +266,6 @@ class LiteLLMUpstream(AsyncClosing):
         if callable(closer):
             with suppress(Exception):
                 await closer()
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 __all__ = [

@@ -76,11 +76,11 @@ from core.eval.gateway.payloads import (
 )
 from core.eval.gateway.reasoning_memory import ReasoningMemory
 from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values
-from core.eval.nesting import load_json
 from core.eval.redact import Redactor
 from core.eval.results.calls import CallHook, ModelCall, bounded
 from core.eval.safe_text import terminal_safe
 from core.eval.token_counts import NOT_A_COUNT
+from core.eval.untrusted_json import load_json
 from core.serving.http_limits import HttpLimits
 from core.serving.loopback import (
     HTTP_LIMITS,

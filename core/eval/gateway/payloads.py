@@ -19,7 +19,6 @@ whatever the provider:
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 
 from core.eval.safe_text import shown_value
 from core.eval.token_counts import token_count
+from core.eval.untrusted_json import is_finite
 
 #: The SSE comment sent before the upstream call and then every heartbeat interval.
 SSE_PING = ": ping\n\n"
@@ -75,9 +75,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 def _timestamp(value: Any) -> int:
     """`created` in whole seconds: now, unless the upstream gave a finite positive number
     (`int(Infinity)` would raise)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return int(time.time())
-    return int(value) if math.isfinite(value) and value > 0 else int(time.time())
+    return int(value) if is_finite(value) and value > 0 else int(time.time())
 
 
 def choices(completion: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -37,8 +37,8 @@ import httpx
 from core.async_closing import AsyncClosing
 from core.eval.gateway.errors import PreflightError, UpstreamError
 from core.eval.gateway.payloads import error_message
-from core.eval.nesting import load_json
 from core.eval.redact import Redactor
+from core.eval.untrusted_json import load_json
 from core.transport import AiohttpTransport, Exchange
 
 logger = logging.getLogger(__name__)

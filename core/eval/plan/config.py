@@ -20,7 +20,6 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
-from core.eval.nesting import TOO_DEEP, too_deep
 from core.eval.plan.toml_source import (
     KeyPath,
     TomlKeyLocator,
@@ -29,6 +28,7 @@ from core.eval.plan.toml_source import (
     parse_toml,
 )
 from core.eval.results.records import MAX_WORK_ITEMS
+from core.eval.untrusted_json import TOO_DEEP, too_deep
 
 # The official CLI's rules for names in [env] and [secrets]; a config that passes here should
 # pass `osmosis eval submit` too.

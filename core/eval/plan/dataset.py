@@ -4,7 +4,7 @@
 file and line before any rollout is sent, and all problems are collected and raised together
 as one `InputError`.
 
-Nesting: a column's value may nest at most `core.eval.nesting.MAX_NESTING` levels of objects
+Nesting: a column's value may nest at most `core.eval.untrusted_json.MAX_NESTING` levels of objects
 and arrays (a metadata object rides inside the rollout request, whose serializer has a depth
 limit of its own); a deeper one is a problem of its row, found before anything is sent.
 
@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
-from core.eval.nesting import TOO_DEEP, too_deep
 from core.eval.plan.dataset_files import (
     COLUMNS,
     LABEL_COLUMNS,
@@ -37,6 +36,7 @@ from core.eval.plan.dataset_files import (
     read_records,
 )
 from core.eval.safe_text import quote_text
+from core.eval.untrusted_json import TOO_DEEP, too_deep
 from core.types import unpaired_surrogate
 
 _TRUE = frozenset({"true", "1", "yes"})

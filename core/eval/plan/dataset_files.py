@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
-from core.eval.nesting import load_json
 from core.eval.safe_text import quote_text
+from core.eval.untrusted_json import load_json
 
 METADATA = "metadata"
 LABEL_COLUMNS = ("ground_truth", "label")  # the first non-empty one is the label

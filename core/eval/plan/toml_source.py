@@ -15,8 +15,8 @@ from datetime import date, datetime, time
 from typing import Any
 
 from core.eval.errors import InputError, InputProblem
-from core.eval.nesting import TOO_DEEP
 from core.eval.safe_text import quote_text
+from core.eval.untrusted_json import TOO_DEEP
 
 if sys.version_info >= (3, 11):
     import tomllib

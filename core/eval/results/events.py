@@ -24,7 +24,6 @@ from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.eval.nesting import load_json
 from core.eval.results.durable import (
     AppendFile,
     WarningSink,
@@ -34,6 +33,7 @@ from core.eval.results.durable import (
     write_all,
 )
 from core.eval.results.records import ItemKey, ItemResult
+from core.eval.untrusted_json import load_json
 
 logger = logging.getLogger(__name__)
 

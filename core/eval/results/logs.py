@@ -24,10 +24,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.eval.nesting import load_json
 from core.eval.redact import Redactor
 from core.eval.results.durable import AppendFile, canonical_json, open_append, write_all
 from core.eval.results.records import iso_utc
+from core.eval.untrusted_json import load_json
 
 DEFAULT_STEP = "run"
 _LINE = re.compile(r"(?P<stamp>\S+) (?P<level>[A-Z]+) \[(?P<step>[^\]]*)\] (?P<text>.*)")

@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.eval.nesting import load_json
 from core.eval.results.records import iso_utc
+from core.eval.untrusted_json import load_json
 
 SCHEMA_VERSION = 1
 # What the official tool records in `inputs.versions`; a run of another protocol or dataset

@@ -35,10 +35,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal
 
 from core.eval.results import reward_stats
 from core.eval.results.records import ItemResult
+from core.eval.untrusted_json import is_number
 
 RunState = Literal["running", "finished", "incomplete"]
 
@@ -74,10 +75,6 @@ def _ks(n: int) -> list[int]:
     return ks
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 @dataclass
 class _Tally:
     """What the summary and the progress line are both counted from (module docstring)."""
@@ -109,7 +106,7 @@ class _Tally:
         if status == "failed":
             self.failed += 1
         passing = False
-        if _is_number(reward):
+        if is_number(reward):
             self.rewards.append(float(reward))
             passing = float(reward) >= self.threshold
             self.passed += passing

@@ -20,6 +20,7 @@ from core.eval.results.folder import LOGS_FILE
 from core.eval.results.logs import read_log
 from core.eval.results.recording import ReplayEvent, StatusSeen, Untracked
 from core.eval.results.records import ItemResult
+from core.eval.untrusted_json import is_int
 from core.types import RolloutStatus
 
 # The lines of logs.txt that say when a rollout was sent and when its result came.
@@ -123,4 +124,4 @@ def _logged_times(
 
 
 def _is_index(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_int(value) and value >= 0

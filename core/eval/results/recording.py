@@ -9,19 +9,17 @@ know are passed over, with one warning per kind, so that a newer recording still
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-from core.eval.nesting import load_json
 from core.eval.results.calls import ModelCall
 from core.eval.results.folder import CALLS_FILE
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
+from core.eval.untrusted_json import int_of, is_number, load_json, text_of, utc_moment
 from core.phases import PhaseMark
 from core.types import RolloutStatus
 
@@ -226,13 +224,13 @@ class _TransitionsReader:
         if kind == "control":
             action = record.get("action")
             if isinstance(action, str):
-                value = _int_or_none(record.get("value"))
+                value = int_of(record.get("value"))
                 self.events.append(DispatchSteered(self._at(record["t"]), action, value))
             else:
                 self.warnings.append(f"{self.path}: skipped a control line without an action")
             return
         if kind == "dispatch":
-            limit = _int_or_none(record.get("max_in_flight"))
+            limit = int_of(record.get("max_in_flight"))
             if limit is not None:
                 self.events.append(DispatchStarted(self._at(record["t"]), limit))
             else:
@@ -265,10 +263,10 @@ class _TransitionsReader:
             return NotAdmitted(
                 self._at(record["t"]),
                 rollout_id,
-                _int_or_none(record.get("row_index")),
-                _int_or_none(record.get("run_index")),
-                _int_or_none(record.get("source_row_index")),
-                _text(record.get("error")) or "not admitted",
+                int_of(record.get("row_index")),
+                int_of(record.get("run_index")),
+                int_of(record.get("source_row_index")),
+                text_of(record.get("error")) or "not admitted",
             )
         if kind == "manual":
             rerun_of = record.get("rerun_of")
@@ -290,9 +288,9 @@ class _TransitionsReader:
             t=self._at(record["t"]),
             rollout_id=rollout_id,
             status=status,
-            row_index=_int_or_none(record.get("row_index")),
-            run_index=_int_or_none(record.get("run_index")),
-            source_row_index=_int_or_none(record.get("source_row_index")),
+            row_index=int_of(record.get("row_index")),
+            run_index=int_of(record.get("run_index")),
+            source_row_index=int_of(record.get("source_row_index")),
             grade=grade if isinstance(grade, bool) else None,
             server=_server_mark(record, status) if record.get("source") == "server" else None,
         )
@@ -304,7 +302,7 @@ class _TransitionsReader:
             return CancelAsked(asked, rollout_id)
         # Answered when the reply came; a line of an older version says only when it was asked.
         reply_t = record.get("reply_t")
-        answered = self._at(reply_t) if _is_number(reply_t) else asked
+        answered = self._at(reply_t) if is_number(reply_t) else asked
         return CancelAnswered(
             answered,
             rollout_id,
@@ -322,8 +320,8 @@ class _TransitionsReader:
             self._at(record["t"]),
             rollout_id,
             new_rollout_id,
-            _int_or_none(record.get("row_index")),
-            _int_or_none(record.get("run_index")),
+            int_of(record.get("row_index")),
+            int_of(record.get("run_index")),
         )
 
     def say_unknown_kinds(self) -> None:
@@ -378,33 +376,33 @@ def _call_of(line: object) -> ModelCall:
     if not isinstance(line, dict):
         raise ValueError("not a JSON object")
     call_id, rollout_id, t = (
-        _int_or_none(line.get("call_id")),
+        int_of(line.get("call_id")),
         line.get("rollout_id"),
         line.get("t"),
     )
-    if call_id is None or not isinstance(rollout_id, str) or not _is_number(t):
+    if call_id is None or not isinstance(rollout_id, str) or not is_number(t):
         raise ValueError("no call_id, rollout_id and t")
     latency = line.get("latency_s")
-    latency = float(latency) if _is_number(latency) else 0.0
+    latency = float(latency) if is_number(latency) else 0.0
     started_at = _epoch(line.get("started_at")) or 0.0
     return ModelCall(
         call_id=call_id,
         rollout_id=rollout_id,
         streamed=line.get("streamed") is True,
-        requested_model=_text(line.get("model")) or "",
+        requested_model=text_of(line.get("model")) or "",
         started_at=started_at,
         started_monotonic=float(t),
-        request_text=_text(line.get("request")) or "",
+        request_text=text_of(line.get("request")) or "",
         ended_at=_epoch(line.get("ended_at")) or started_at + latency,
         ended_monotonic=float(t) + latency,
-        status=_int_or_none(line.get("status")),
-        upstream_status=_int_or_none(line.get("upstream_status")),
-        prompt_tokens=_int_or_none(line.get("prompt_tokens")),
-        completion_tokens=_int_or_none(line.get("completion_tokens")),
-        total_tokens=_int_or_none(line.get("total_tokens")),
-        reply_text=_text(line.get("reply")),
-        error=_text(line.get("error")),
-        cost_usd=float(cost) if _is_number(cost := line.get("cost_usd")) else None,
+        status=int_of(line.get("status")),
+        upstream_status=int_of(line.get("upstream_status")),
+        prompt_tokens=int_of(line.get("prompt_tokens")),
+        completion_tokens=int_of(line.get("completion_tokens")),
+        total_tokens=int_of(line.get("total_tokens")),
+        reply_text=text_of(line.get("reply")),
+        error=text_of(line.get("error")),
+        cost_usd=float(cost) if is_number(cost := line.get("cost_usd")) else None,
     )
 
 
@@ -433,26 +431,12 @@ def _server_mark(record: dict[str, Any], status: RolloutStatus) -> PhaseMark:
         0.0,
         "server",
         server_time=_epoch(record.get("server_time")),
-        event_sequence=_int_or_none(record.get("event_sequence")),
+        event_sequence=int_of(record.get("event_sequence")),
         server_id=server_id if isinstance(server_id, str) else None,
     )
 
 
 def _epoch(text: object) -> float | None:
-    """An ISO-8601 UTC time (`…Z`) as seconds since the epoch; None when it is none."""
-    if isinstance(text, str):
-        with contextlib.suppress(ValueError):
-            return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    return None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """An ISO-8601 time as seconds since the epoch; None when it is none."""
+    moment = utc_moment(text)
+    return None if moment is None else moment.timestamp()

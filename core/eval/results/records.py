@@ -14,7 +14,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, TypeGuard, get_args
+from typing import Any, Literal, get_args
+
+from core.eval.untrusted_json import is_int, is_number
 
 ItemStatus = Literal["success", "failed", "skipped"]
 ITEM_STATUSES: frozenset[str] = frozenset(get_args(ItemStatus))
@@ -62,15 +64,6 @@ class WorkItem:
         return (self.row_index, self.run_index)
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    # bool is an int subclass; `true` is never a valid index or count.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True, slots=True)
 class ItemResult:
     """The finished outcome of one work item (one `events.jsonl` record).
@@ -98,7 +91,7 @@ class ItemResult:
             value = getattr(self, name)
             if value is None and name == "source_row_index":
                 continue
-            if not _is_int(value) or value < 0:
+            if not is_int(value) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         if not isinstance(self.rollout_id, str) or not is_path_segment(self.rollout_id):
             raise ValueError(
@@ -109,11 +102,11 @@ class ItemResult:
             raise ValueError(f"status must be one of {sorted(ITEM_STATUSES)}, got {self.status!r}")
         for name in ("reward", "duration_ms"):
             value = getattr(self, name)
-            if value is not None and (not _is_number(value) or not math.isfinite(value)):
+            if value is not None and (not is_number(value) or not math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
         # Sign is not checked: these are reported by servers, and a server's odd count must
         # not stop a run whose result is otherwise fine.
-        if self.tokens is not None and not _is_int(self.tokens):
+        if self.tokens is not None and not is_int(self.tokens):
             raise ValueError(f"tokens must be an integer, got {self.tokens!r}")
         if self.error_type is not None and not isinstance(self.error_type, str):
             raise ValueError(f"error_type must be a string, got {self.error_type!r}")
@@ -156,11 +149,11 @@ class ItemResult:
                 raise ValueError(f"{name} is missing")
         for name in ("row_index", "run_index", "source_row_index", "tokens"):
             value = record.get(name)
-            if value is not None and not _is_int(value):
+            if value is not None and not is_int(value):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         for name in ("reward", "duration_ms"):
             value = record.get(name)
-            if value is not None and not _is_number(value):
+            if value is not None and not is_number(value):
                 raise ValueError(f"{name} must be a number, got {value!r}")
         for name in ("rollout_id", "status", "error_type"):
             value = record.get(name)

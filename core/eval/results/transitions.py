@@ -55,7 +55,6 @@ a replay shows (logs of older versions lack it).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -65,7 +64,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from core.eval.nesting import load_json
 from core.eval.results.durable import (
     AppendFile,
     WarningSink,
@@ -75,6 +73,7 @@ from core.eval.results.durable import (
     write_all,
 )
 from core.eval.results.records import iso_utc
+from core.eval.untrusted_json import is_finite, load_json
 
 logger = logging.getLogger(__name__)
 
@@ -394,7 +393,7 @@ def read_transitions(
             unplaceable = [
                 name
                 for name in ("t", "reply_t")
-                if name in record and record[name] is not None and not _finite(record[name])
+                if name in record and record[name] is not None and not is_finite(record[name])
             ]
             if unplaceable:
                 warn(
@@ -402,16 +401,6 @@ def read_transitions(
                 )
                 continue
             yield record
-
-
-def _finite(value: object) -> bool:
-    """A number that converts to a finite float (an integer past float's range does not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 __all__ = ["TransitionLog", "read_transitions"]

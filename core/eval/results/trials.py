@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.eval.nesting import load_json
 from core.eval.token_counts import token_count
+from core.eval.untrusted_json import load_json
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from core.eval.errors import InputError, InputProblem
-from core.eval.nesting import MAX_NESTING, TOO_DEEP
 from core.eval.plan.config import EvalConfig, load_config
+from core.eval.untrusted_json import MAX_NESTING, TOO_DEEP
 
 VALID = """\
 [experiment]

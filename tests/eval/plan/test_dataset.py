@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from core.eval.errors import InputError
-from core.eval.nesting import MAX_NESTING, TOO_DEEP
 from core.eval.plan.dataset import (
     MAX_SELECTED_ROWS,
     DatasetRow,
@@ -21,6 +20,7 @@ from core.eval.plan.dataset import (
     parse_rows_spec,
     select_rows,
 )
+from core.eval.untrusted_json import MAX_NESTING, TOO_DEEP
 
 
 def write_jsonl(tmp_path: Path, rows: list[object], name: str = "data.jsonl") -> Path:

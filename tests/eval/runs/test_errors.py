@@ -43,7 +43,7 @@ def workspace_with(tmp_path: Path, config: str, rows: str | None = None) -> Path
 
 
 GOOD_ROW = json.dumps(multiply_rows(1)[0])
-# Readable, but past the nesting limit (core/eval/nesting.py): no request could carry it.
+# Readable, but past the nesting limit (core/eval/untrusted_json.py): no request could carry it.
 DEEP_METADATA = '{"metadata": ' + '{"a": ' * 300 + "1" + "}" * 300 + "}"
 
 

@@ -1,5 +1,6 @@
-"""How deeply input may nest objects and arrays: the limit for the user's values (dataset
-rows, the config), and a JSON reader for text too deep to parse.
+"""JSON that others wrote (a dataset, a server's answer, a results folder, a viewer's frame),
+read without trusting it: how deeply it may nest, a parser for text too deep to parse, and the
+checks that take a value as the type a reader wants, or as nothing.
 
 A dataset row's metadata travels inside the rollout request as JSON, and the config's
 `[advanced]` table inside the run's manifest. Both pass through libraries with depth limits of
@@ -22,7 +23,9 @@ file) reports it as the bad input it is instead of failing with a traceback.
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from datetime import datetime, timezone
+from typing import Any, TypeGuard
 
 MAX_NESTING = 128
 TOO_DEEP = f"nested too deeply (more than {MAX_NESTING} levels of objects and arrays)"
@@ -65,4 +68,67 @@ def too_deep(value: object, limit: int = MAX_NESTING) -> tuple[str | int, ...] |
     return None
 
 
-__all__ = ["MAX_NESTING", "TOO_DEEP", "NestedTooDeep", "load_json", "too_deep"]
+def is_int(value: object) -> TypeGuard[int]:
+    """An integer; bool is an int subclass, and `true` is never a valid index or count."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """An integer or a float (infinite or NaN included: see `is_finite`), never a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_finite(value: object) -> TypeGuard[int | float]:
+    """A number that converts to a finite float (an integer past float's range does not)."""
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def int_of(value: object) -> int | None:
+    return value if is_int(value) else None
+
+
+def float_of(value: object) -> float | None:
+    """A finite number as a float; None for anything else."""
+    return float(value) if is_finite(value) else None
+
+
+def text_of(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def bool_of(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def utc_moment(value: object) -> datetime | None:
+    """An ISO-8601 time (`…Z` or with an offset; without one, UTC) as an aware datetime;
+    None when it is none."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+__all__ = [
+    "MAX_NESTING",
+    "TOO_DEEP",
+    "NestedTooDeep",
+    "bool_of",
+    "float_of",
+    "int_of",
+    "is_finite",
+    "is_int",
+    "is_number",
+    "load_json",
+    "text_of",
+    "too_deep",
+    "utc_moment",
+]

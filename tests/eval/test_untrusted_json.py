@@ -1,13 +1,27 @@
-"""The nesting limit of the user's input (core/eval/nesting.py): measured without recursion,
-and a value at the limit still travels in a rollout request."""
+"""JSON that others wrote (core/eval/untrusted_json.py): the nesting limit, measured without
+recursion (a value at the limit still travels in a rollout request), and the value checks."""
 
 from __future__ import annotations
 
 import json
+import math
+from datetime import datetime, timezone
 
 import pytest
 
-from core.eval.nesting import MAX_NESTING, NestedTooDeep, load_json, too_deep
+from core.eval.untrusted_json import (
+    MAX_NESTING,
+    NestedTooDeep,
+    bool_of,
+    float_of,
+    int_of,
+    is_finite,
+    is_number,
+    load_json,
+    text_of,
+    too_deep,
+    utc_moment,
+)
 from core.types import RolloutInitRequest
 
 
@@ -53,3 +67,35 @@ def test_text_too_deep_to_parse_is_invalid_json_not_a_recursion_error() -> None:
         load_json("[" * 100_000)
     assert isinstance(caught.value, ValueError)
     assert load_json(b'{"a": [1]}') == {"a": [1]}
+
+
+def test_the_value_checks_take_no_bool_and_no_infinite_number() -> None:
+    assert [int_of(v) for v in (3, True, 3.0, "3", None)] == [3, None, None, None, None]
+    assert [is_number(v) for v in (3, 2.5, math.inf, False, "1")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+    # An integer past float's range is no finite number (math.isfinite would overflow).
+    assert [is_finite(v) for v in (3, 2.5, math.inf, math.nan, 10**400, True)] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+    assert [float_of(v) for v in (3, 2.5, math.nan, 10**400, False)] == [3.0, 2.5, None, None, None]
+    assert [text_of(v) for v in ("", "a", 1)] == ["", "a", None]
+    assert [bool_of(v) for v in (True, 1, None)] == [True, None, None]
+
+
+def test_a_moment_is_utc_unless_it_says_otherwise() -> None:
+    utc = timezone.utc
+    assert utc_moment("2026-12-03T21:28:07Z") == datetime(2026, 12, 3, 21, 28, 7, tzinfo=utc)
+    assert utc_moment("2026-12-03T21:28:07") == datetime(2026, 12, 3, 21, 28, 7, tzinfo=utc)
+    shifted = utc_moment("2026-12-03T22:28:07+01:00")
+    assert shifted is not None and shifted.astimezone(utc).hour == 21
+    assert [utc_moment(v) for v in ("yesterday", "", 1_700_000_000, None)] == [None] * 4
