@@ -139,7 +139,7 @@ def test_the_server_runs_in_the_rollouts_uv_environment_with_what_the_launcher_g
         *("python", str(folder / "main.py")),
     ]
     # The lifeline's guard started `uv run` and leads the group of all three.
-    guard = [sys.executable, "-I", str(REPO / "core" / "eval" / "lifeline.py")]
+    guard = [sys.executable, "-I", str(REPO / "core" / "eval" / "servers" / "lifeline.py")]
     assert launched["grandparent_argv"][:3] == guard
     assert launched["grandparent_argv"][5:] == launched["parent_argv"]
     assert launched["pgid"] == launched["parent_ppid"] != os.getpgid(0), "the guard leads"
