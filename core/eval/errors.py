@@ -14,9 +14,13 @@ callers have always caught. Where each one lives:
     │                         (core.eval.servers.launcher)
     ├── AllServersDown        no rollout server is left to send work to; also a RuntimeError
     │                         (core.eval.servers.pool)
-    ├── ControlRefused        a front end's control cannot act now (requeue a rollout that
+    ├── ControlRefused        a front end's steering cannot act now (requeue a rollout that
     │                         is no work item in flight, ...); also a RuntimeError
     │                         (core.eval.runner)
+    ├── RunLocked             another live run holds the run name's lock: exit 1
+    │                         (core.eval.results.lock)
+    ├── EventReceiverError    the ownership-event receiver cannot be bound or used; also a
+    │                         RuntimeError (core.eval.events.receiver)
     ├── GatewayError          the model gateway, or an upstream model; also a RuntimeError
     │   │                     (core.eval.gateway.errors)
     │   ├── UpstreamError     one model call failed; carries the status to answer with
@@ -27,7 +31,8 @@ callers have always caught. Where each one lives:
     │   ├── ControlSocketError    it cannot be bound or reached
     │   ├── ProtocolViolation     a line that is no message (core.eval.attach.protocol)
     │   ├── ControlUnavailable    a viewer's: no live run there (core.eval.attach.client)
-    │   ├── ControlRefused        the run refused the viewer (another protocol version)
+    │   ├── ViewerRefused         the run refused the viewer (another protocol version, another
+    │   │                         user)
     │   ├── ControlLost           the connection ended before the run did
     │   └── ControlActionError    the run could not do what a viewer asked
     └── ReplayError           a run's recording cannot be replayed (tui.sources.replay)

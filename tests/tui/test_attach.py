@@ -18,8 +18,8 @@ from core.eval.attach import endpoint
 from core.eval.attach.client import (
     ControlActionError,
     ControlClient,
-    ControlRefused,
     ControlUnavailable,
+    ViewerRefused,
 )
 from core.eval.attach.unix_socket import socket_path
 from core.eval.results.transitions import read_transitions
@@ -369,7 +369,7 @@ async def test_another_users_viewer_is_refused(
 ) -> None:
     monkeypatch.setattr(endpoint, "peer_uid", lambda _sock: 4242)
     async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
-        with pytest.raises(ControlRefused, match="belongs to another user"):
+        with pytest.raises(ViewerRefused, match="belongs to another user"):
             await ControlClient.connect(live.folder)
 
 

@@ -51,7 +51,7 @@ class ControlUnavailable(ControlError):
     """No live run serves this folder's control socket (none there, or a stale one)."""
 
 
-class ControlRefused(ControlError):
+class ViewerRefused(ControlError):
     """The run refused this viewer (another protocol version)."""
 
 
@@ -148,7 +148,7 @@ class ControlClient:
     async def connect(cls, folder: Path) -> ControlClient:
         """Attach to the run whose folder is `folder`: the hello, then the whole snapshot.
 
-        `ControlUnavailable` when nothing serves it, `ControlRefused` when the run refuses
+        `ControlUnavailable` when nothing serves it, `ViewerRefused` when the run refuses
         this viewer, `ControlLost` when it hangs up meanwhile."""
         try:
             sock = unix_socket.connect(folder)
@@ -352,16 +352,16 @@ class ControlClient:
 
 
 async def _greeted(reader: asyncio.StreamReader) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The run's hello, and its snapshot's header (`ControlRefused` when it refuses)."""
+    """The run's hello, and its snapshot's header (`ViewerRefused` when it refuses)."""
     hello = await _read(reader)
     if hello.get("type") == "refused":
         # The run's own words, shown on a terminal: no character of them may steer it.
-        raise ControlRefused(
+        raise ViewerRefused(
             f"the run refused: {replace_unsafe(text_of(hello.get('error')) or '?')}"
         )
     problem = version_problem(hello.get("version"))
     if hello.get("type") != "hello" or problem is not None:
-        raise ControlRefused(problem or "the run did not say hello")
+        raise ViewerRefused(problem or "the run did not say hello")
     snapshot = await _read(reader)
     if snapshot.get("type") != "snapshot":
         raise ControlLost("the run sent no snapshot")
@@ -408,8 +408,8 @@ __all__ = [
     "ControlActionError",
     "ControlClient",
     "ControlLost",
-    "ControlRefused",
     "ControlUnavailable",
     "RunEnd",
     "ServerState",
+    "ViewerRefused",
 ]

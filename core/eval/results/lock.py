@@ -20,11 +20,12 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from core.eval.errors import EvalError
 from core.eval.results.durable import FILE_MODE, describe_os_error
 from core.eval.results.folder import LOCKS_DIR, RunFolderError
 
 
-class RunLocked(Exception):
+class RunLocked(EvalError):
     """Another live run holds this run name's lock; nothing was started (exit status 1)."""
 
     def __init__(self, run_name: str, path: Path, holder: int | None) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.eval.attach import unix_socket
-from core.eval.attach.client import ControlClient, ControlRefused
+from core.eval.attach.client import ControlClient, ViewerRefused
 from core.eval.attach.protocol import encode
 from core.eval.attach.unix_socket import BoundSocket, ControlSocketError, is_served, socket_path
 
@@ -133,7 +133,7 @@ async def test_what_a_refusing_run_says_reaches_the_viewer_without_its_control_c
     bound = BoundSocket(tmp_path)
     server = await asyncio.start_unix_server(refuse, sock=bound.socket)
     try:
-        with pytest.raises(ControlRefused) as refused:
+        with pytest.raises(ViewerRefused) as refused:
             await ControlClient.connect(tmp_path)
     finally:
         server.close()
