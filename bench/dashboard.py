@@ -22,7 +22,7 @@ from core.eval.results.metrics import Progress
 from core.types import RolloutStatus
 from tui.app import create_app
 from tui.sources.base import NewRollout, ServerView
-from tui.widgets.rollout_table import RolloutTable
+from tui.widgets.table.rollout_table import RolloutTable
 
 ROLLOUTS = 10_000
 CHANGES_PER_S = 500

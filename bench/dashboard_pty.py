@@ -32,7 +32,7 @@ from typing import Any
 from bench.drive import percentile
 from bench.eval_e2e import ATTEMPTS, command, log_lines, make_workspace, stub_model, venv_python
 from bench.table import Figure, ms, ratio
-from tui.widgets.sorting import Sort, describe, next_sort
+from tui.widgets.table.sorting import Sort, describe, next_sort
 
 COLUMNS, LINES = 160, 48
 # One key a second: a user's pace, so that the keys do not become the load being measured.

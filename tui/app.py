@@ -59,11 +59,11 @@ from tui.widgets.event_log import EventLog
 from tui.widgets.fitted_footer import FittedFooter
 from tui.widgets.format import multi_line, one_line
 from tui.widgets.phase_track import LEGEND
-from tui.widgets.rollout_table import RolloutTable
-from tui.widgets.sorting import Sort, next_sort, pick
 from tui.widgets.status_line import StatusLine
 from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
-from tui.widgets.table_view import TableView, next_server, toggle_status
+from tui.widgets.table.rollout_table import RolloutTable
+from tui.widgets.table.sorting import Sort, next_sort, pick
+from tui.widgets.table.view import TableView, next_server, toggle_status
 
 Clock = Callable[[], float]
 

@@ -18,7 +18,7 @@ from tui.sources.attached import AttachedSource
 from tui.sources.base import DashboardSource
 from tui.sources.replay import ReplaySource
 from tui.widgets.format import CHIP_STATUSES
-from tui.widgets.sorting import column_keys
+from tui.widgets.table.sorting import column_keys
 
 # Steering the run: hidden on a replay, which is read-only.
 LIVE_ACTIONS = frozenset(

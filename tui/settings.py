@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tui.widgets.sorting import SORT_COLUMNS, Sort
+from tui.widgets.table.sorting import SORT_COLUMNS, Sort
 
 logger = logging.getLogger(__name__)
 

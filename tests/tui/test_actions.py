@@ -34,7 +34,7 @@ from tests.tui.helpers import (
 from tui.screens.dialogs import ConfirmScreen, HelpScreen, NewRolloutScreen
 from tui.widgets.details import DetailsPane
 from tui.widgets.event_log import EventLog
-from tui.widgets.sorting import SORT_COLUMNS, TITLES
+from tui.widgets.table.sorting import SORT_COLUMNS, TITLES
 
 RUNNING = RolloutStatus.RUNNING
 IN_FLIGHT = {"sleep": 30}

@@ -8,8 +8,8 @@ from core.types import RolloutStatus
 from tests.tui.helpers import status_line, until
 from tests.tui.states import NOW, SERVER, StaticSource, build_app, rollout_id, running_board
 from tui.sources.base import ServerView
-from tui.widgets.rollout_table import RolloutTable
-from tui.widgets.table_view import next_server
+from tui.widgets.table.rollout_table import RolloutTable
+from tui.widgets.table.view import next_server
 
 OTHER = "http://127.0.0.1:8440"
 SIZE = (160, 45)

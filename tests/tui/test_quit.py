@@ -15,7 +15,7 @@ from textual.widgets import OptionList
 from core.board import RolloutBoard
 from core.types import RolloutStatus
 from tests.tui.helpers import SIZE, LiveFactory, make_app, row, toasts, until
-from tui.dashboard import run_and_close
+from tui.commands.dashboard import run_and_close
 from tui.screens.dialogs import QuitScreen
 
 IN_FLIGHT = {"sleep": 30}

@@ -14,7 +14,7 @@ import pytest
 from tests.tui.states import StaticSource, build_app, running_board
 from tui.app import create_app
 from tui.settings import Settings, load_settings, save_settings, settings_path
-from tui.widgets.sorting import Sort
+from tui.widgets.table.sorting import Sort
 
 SIZE = (120, 30)
 

@@ -12,8 +12,9 @@ from tests.tui.helpers import status_line, until
 from tests.tui.states import NOW, StaticSource, build_app, rollout_id, running_board
 from tui.app import DashboardApp
 from tui.bindings import DASHBOARD_BINDINGS
-from tui.widgets.rollout_table import RolloutTable
-from tui.widgets.sorting import (
+from tui.widgets.table.columns import layout_columns
+from tui.widgets.table.rollout_table import RolloutTable
+from tui.widgets.table.sorting import (
     SORT_COLUMNS,
     TITLES,
     Sort,
@@ -21,7 +22,6 @@ from tui.widgets.sorting import (
     pick,
     sort_records,
 )
-from tui.widgets.table_columns import layout_columns
 
 SIZE = (160, 45)
 

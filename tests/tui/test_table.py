@@ -18,9 +18,9 @@ from tests.tui.states import (
     running_board,
 )
 from tui.widgets.phase_track import phase_track
-from tui.widgets.rollout_table import RolloutTable
-from tui.widgets.sorting import Sort
-from tui.widgets.table_columns import COLUMNS, layout_columns, row_cells
+from tui.widgets.table.columns import COLUMNS, layout_columns, row_cells
+from tui.widgets.table.rollout_table import RolloutTable
+from tui.widgets.table.sorting import Sort
 
 
 @pytest.mark.parametrize("width", [40, 56, 78, 88, 98, 109, 158, 240])

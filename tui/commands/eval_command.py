@@ -82,7 +82,7 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         with secrets_in_environment(plan.secrets):
             if args.headless or args.verbose or not sys.stdout.isatty():
-                from tui.headless import run_headless
+                from tui.commands.headless import run_headless
 
                 return run_headless(
                     plan,
@@ -91,7 +91,7 @@ def run_eval(args: argparse.Namespace) -> int:
                     rerun=rerun,
                     verbose=args.verbose,
                 )
-            from tui.dashboard import run_dashboard
+            from tui.commands.dashboard import run_dashboard
 
             return run_dashboard(plan, mode=mode, rerun=rerun)
     except RunLocked as exc:

@@ -7,7 +7,7 @@ With rollouts in flight the quit screen asks whether to cancel them on their ser
 them to their leases (or go back); either way the run is interrupted, and the app exits once
 the run has wound down (`DashboardApp.run_source`). Leaving at once (a second `q` while it
 winds down) cuts no corner: the CLI ends the run and writes its results after the app is gone
-(`tui.dashboard.run_and_close`).
+(`tui.commands.dashboard.run_and_close`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from textual.widgets import Static
 
 from core.eval.dispatch_gate import DispatchState
 from tui.widgets.dispatch_state import dispatch_text
-from tui.widgets.sorting import describe
-from tui.widgets.table_view import TableView
+from tui.widgets.table.sorting import describe
+from tui.widgets.table.view import TableView
 
 
 class StatusLine(Static):

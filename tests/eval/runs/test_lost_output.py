@@ -11,7 +11,7 @@ import pytest
 from tests.eval.runs.command import RUN_TIMEOUT_SEC, child_env, osmosis
 from tests.eval.runs.files import multiply_rows, pending_items, read_jsonl, run_folder, write_jsonl
 from tests.eval.runs.servers import ServedDemo
-from tui.std_streams import LOST_STDOUT
+from tui.commands.std_streams import LOST_STDOUT
 
 FAST_ROWS = 2
 SLOW_ROWS = 6

@@ -18,7 +18,7 @@ from core.board import RolloutBoard
 from core.phases import PHASES
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
-from tui.widgets.table_columns import COLUMNS, error_text, flags
+from tui.widgets.table.columns import COLUMNS, error_text, flags
 
 ASCENDING, DESCENDING = "▲", "▼"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from core.board import RolloutBoard
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
-from tui.widgets.sorting import SORT_COLUMNS, Sort, sort_records
+from tui.widgets.table.sorting import SORT_COLUMNS, Sort, sort_records
 
 
 @dataclass(frozen=True)

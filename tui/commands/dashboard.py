@@ -12,8 +12,8 @@ from core.eval import EvalPlan
 from core.eval.gc_tuning import settled_for_a_run
 from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
 from tui.app import DashboardApp, create_app
+from tui.commands.std_streams import forgiving_std_streams
 from tui.sources.live import EvalSource
-from tui.std_streams import forgiving_std_streams
 
 # A polite kill and the terminal closing end the dashboard as `q` then "leave" would: no new
 # rollouts, those in flight left to their leases, the results written (exit 1). A second

@@ -24,12 +24,12 @@ from textual.strip import Strip
 
 from core.board import RolloutBoard
 from core.rollout_record import RolloutRecord
-from tui.widgets.row_states import TINTS, TINTS_CSS
-from tui.widgets.sorting import SORT_COLUMNS
-from tui.widgets.table_columns import Layout, column_at, layout_columns
-from tui.widgets.table_strips import header_strip, overlay, row_strip
-from tui.widgets.table_view import TableView
-from tui.widgets.whole_cell_scrollbar import WholeCellScrollBarRender
+from tui.widgets.table.columns import Layout, column_at, layout_columns
+from tui.widgets.table.row_states import TINTS, TINTS_CSS
+from tui.widgets.table.sorting import SORT_COLUMNS
+from tui.widgets.table.strips import header_strip, overlay, row_strip
+from tui.widgets.table.view import TableView
+from tui.widgets.table.whole_cell_scrollbar import WholeCellScrollBarRender
 
 Clock = Callable[[], float]
 

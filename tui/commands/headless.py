@@ -21,8 +21,8 @@ from core.eval.reporter import (
 from core.eval.results.folder import LOGS_FILE
 from core.eval.servers.launcher import kill_launched_servers
 from tui.commands.attach import attach_hint
-from tui.log_follower import LogFollower
-from tui.std_streams import forgiving_std_streams
+from tui.commands.log_follower import LogFollower
+from tui.commands.std_streams import forgiving_std_streams
 
 EXIT_COMPLETE = 0
 EXIT_INCOMPLETE = 1

@@ -17,9 +17,9 @@ from textual.strip import Strip
 from core.board import RolloutBoard
 from core.rollout_record import RolloutRecord
 from tui.widgets.phase_track import CONNECTOR, phase_cells
-from tui.widgets.row_states import row_tint
-from tui.widgets.sorting import Sort
-from tui.widgets.table_columns import PHASE_TRACK_WIDTH, Layout, cell, header_cells, row_cells
+from tui.widgets.table.columns import PHASE_TRACK_WIDTH, Layout, cell, header_cells, row_cells
+from tui.widgets.table.row_states import row_tint
+from tui.widgets.table.sorting import Sort
 
 
 def overlay(strip: Strip, style: Style) -> Strip:
