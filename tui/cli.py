@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from tui.commands import exit_codes
 from tui.commands.attach import add_attach
 from tui.commands.eval_command import add_eval
 from tui.commands.eval_flags import OUTPUT_FLAGS
@@ -40,9 +41,12 @@ class _PrintVersion(argparse.Action):
         try:
             installed = version(DISTRIBUTION)
         except PackageNotFoundError:
-            parser.exit(1, f"{parser.prog}: the {DISTRIBUTION} distribution is not installed\n")
+            parser.exit(
+                exit_codes.NOT_DONE,
+                f"{parser.prog}: the {DISTRIBUTION} distribution is not installed\n",
+            )
         print(f"{parser.prog} {installed}")
-        parser.exit(0)
+        parser.exit(exit_codes.OK)
 
 
 def build_parser() -> CommandParser:
@@ -105,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         status = args.handler(args)
     except UsageError as exc:
         print(f"osmosis-tui {args.command}: {exc}", file=sys.stderr)
-        status = 2
+        status = exit_codes.BAD_INPUT
     except KeyboardInterrupt:
-        status = 130
+        status = exit_codes.INTERRUPTED
     sys.exit(status)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tui.commands import exit_codes
 from tui.commands.usage import PROGRAM, UsageError
 
 if TYPE_CHECKING:
@@ -73,16 +74,16 @@ def run_attach(args: argparse.Namespace) -> int:
 
     folder = chosen_folder(args.run, results_root(args))
     if folder is None:
-        return 1
+        return exit_codes.NOT_DONE
 
     async def attached() -> int:
         try:
             client = await ControlClient.connect(folder)
         except ControlError as exc:
             print(f"{PROGRAM} attach: {exc}", file=sys.stderr)
-            return 1
+            return exit_codes.NOT_DONE
         await _watch(client)
-        return 0
+        return exit_codes.OK
 
     return asyncio.run(attached())
 

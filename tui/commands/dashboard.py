@@ -12,6 +12,7 @@ from core.eval import EvalPlan
 from core.eval.gc_tuning import settled_for_a_run
 from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
 from tui.app import DashboardApp, create_app
+from tui.commands import exit_codes
 from tui.commands.std_streams import forgiving_std_streams
 from tui.sources.live import EvalSource
 
@@ -19,7 +20,6 @@ from tui.sources.live import EvalSource
 # rollouts, those in flight left to their leases, the results written (exit 1). A second
 # one exits at once (everything finished is already in events.jsonl). Ctrl-C is a key here.
 STOPS = (signal.SIGTERM, signal.SIGHUP)
-EXIT_INCOMPLETE = 1
 
 
 def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
@@ -40,12 +40,12 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
     summary = source.summary
     if summary is None:
         print("the run did not finish; what finished is in the results folder", file=sys.stderr)
-        return 1
+        return exit_codes.NOT_DONE
     # The terminal may be gone (the signal that ended the app was its hang-up): the report
     # is lost then, never the exit status.
     with forgiving_std_streams(f"its results are in {summary.folder}"):
         print_report(RunReport(summary, plan, work_item_rollouts(source.board), rerun), mode)
-    return 0 if summary.status == "complete" else 1
+    return exit_codes.OK if summary.status == "complete" else exit_codes.NOT_DONE
 
 
 async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
@@ -59,7 +59,7 @@ async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
         nonlocal stops
         stops += 1
         if stops > 1:
-            os._exit(EXIT_INCOMPLETE)
+            os._exit(exit_codes.NOT_DONE)
         app.exit()
 
     for signum in STOPS:

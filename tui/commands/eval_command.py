@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from tui.commands import exit_codes
 from tui.commands.environment import LLM_API_KEY_ENV, SERVER_API_KEY_ENV
 from tui.commands.eval_flags import add_eval_flags, eval_flag_problems, rerun_command
 from tui.commands.usage import UsageError
@@ -76,7 +77,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise UsageError("bad input:\n" + str(exc)) from None
     if not _confirmed(plan, assume_yes=args.yes):
         print("not started; nothing was written", file=sys.stderr)
-        return 0
+        return exit_codes.OK
     mode: OutputMode = "json" if args.json else "plain" if args.plain else "rich"
     rerun = rerun_command(args)
     try:
@@ -97,7 +98,7 @@ def run_eval(args: argparse.Namespace) -> int:
     except RunLocked as exc:
         # Not bad input: another run lives. Exit 1, as the official tool exits for it.
         print(f"osmosis-tui eval: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.NOT_DONE
     except (RunFolderError, GatewayError, EventReceiverError) as exc:
         # A results folder that cannot be used, a model that cannot be (the preflight), or
         # a gateway or event receiver port that cannot be bound: bad input, found once the

@@ -20,12 +20,11 @@ from core.eval.reporter import (
 )
 from core.eval.results.folder import LOGS_FILE
 from core.eval.servers.launcher import kill_launched_servers
+from tui.commands import exit_codes
 from tui.commands.attach import attach_hint
 from tui.commands.log_follower import LogFollower
 from tui.commands.std_streams import forgiving_std_streams
 
-EXIT_COMPLETE = 0
-EXIT_INCOMPLETE = 1
 # Ctrl-C, a polite kill, and the terminal closing: each one interrupts the run gracefully
 # (results written, exit 1), a second one exits at once.
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -69,7 +68,7 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
             # Everything finished is already fsync'd in events.jsonl; nothing is lost by leaving.
             print("second interrupt: exiting now", file=sys.stderr, flush=True)
             kill_launched_servers()
-            os._exit(EXIT_INCOMPLETE)
+            os._exit(exit_codes.NOT_DONE)
         action = "cancelling in-flight rollouts on the server" if cancel else "leaving them"
         print(
             f"interrupted: no new rollouts; {action} (Ctrl-C again to exit at once)",
@@ -101,4 +100,4 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
                 await following
             follower.drain()
     reporter.finish(RunReport(summary, plan, work_item_rollouts(session.board), rerun))
-    return EXIT_COMPLETE if summary.status == "complete" else EXIT_INCOMPLETE
+    return exit_codes.OK if summary.status == "complete" else exit_codes.NOT_DONE

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 from difflib import SequenceMatcher
 from typing import Any, NoReturn
 
+from tui.commands import exit_codes
+
 #: How alike a typo and a name must be to suggest the name (difflib's ratio, dashes left out:
 #: every flag starts with them, so they would make every pair look alike).
 SIMILAR = 0.6
@@ -40,7 +42,8 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(
-            2, f"{self.format_usage()}{self.prog}: error: {message}\ntry '{self.prog} --help'\n"
+            exit_codes.BAD_INPUT,
+            f"{self.format_usage()}{self.prog}: error: {message}\ntry '{self.prog} --help'\n",
         )
 
     def reject_unknown(self, words: Sequence[str]) -> NoReturn:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tui.commands import exit_codes
 from tui.commands.argument_types import finite
 from tui.commands.usage import UsageError
 
@@ -42,4 +43,4 @@ def run_replay(args: argparse.Namespace) -> int:
     # Said once the screen is back: lines of the recording that could not be played.
     for warning in source.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return 0
+    return exit_codes.OK

@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tui.commands import exit_codes
 from tui.commands.attach import add_output_flag, results_root
 from tui.commands.usage import PROGRAM
 
@@ -37,14 +38,14 @@ def run_runs(args: argparse.Namespace) -> int:
     if args.json:
         document = {"root": str(root.absolute()), "runs": [run.as_json() for run in listed]}
         print(json.dumps(document))
-        return 0
+        return exit_codes.OK
     if not listed:
         print(f"no runs under {root}")
-        return 0
+        return exit_codes.OK
     print(_table([_cells(run) for run in listed]))
     if any(run.attachable for run in listed):
         print(f"\nwatch a running one on the dashboard: {PROGRAM} attach NAME" + _root_flag(args))
-    return 0
+    return exit_codes.OK
 
 
 def _root_flag(args: argparse.Namespace) -> str:

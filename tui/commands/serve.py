@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from tui.commands import exit_codes
 from tui.commands.argument_types import non_negative_int, port, positive_int, seconds
 from tui.commands.environment import SERVER_API_KEY_ENV
 from tui.commands.usage import UsageError
@@ -100,8 +101,8 @@ def run_serve(args: argparse.Namespace) -> int:
             f"osmosis-tui serve: cannot listen on {args.host}:{listen_port}: {exc.strerror}",
             file=sys.stderr,
         )
-        return 1
-    return 0
+        return exit_codes.NOT_DONE
+    return exit_codes.OK
 
 
 def _import_flag(flag: str, spec: str, resolve: Callable[[str], Any]) -> Any:
