@@ -372,14 +372,19 @@ def _demo_row(case: str, rng: random.Random) -> dict[str, Any]:
     return row
 
 
-def write_demo_dataset(path: str | Path, count: int = 240, *, seed: int = 7) -> Path:
-    """Write `demo_rows(count, seed=seed)` as JSONL (parent folders created); returns the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+def demo_dataset(count: int = 240, *, seed: int = 7) -> bytes:
+    """`demo_rows(count, seed=seed)` as the bytes of a JSONL file."""
     lines = "".join(
         json.dumps(row, separators=(",", ":")) + "\n" for row in demo_rows(count, seed=seed)
     )
-    target.write_text(lines, encoding="utf-8")
+    return lines.encode()
+
+
+def write_demo_dataset(path: str | Path, count: int = 240, *, seed: int = 7) -> Path:
+    """Write `demo_dataset(count, seed=seed)` (parent folders created); returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(demo_dataset(count, seed=seed))
     return target
 
 

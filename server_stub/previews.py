@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from core.types import (
     PREVIEW_ROOT_ENV,
     RolloutStatus,
 )
+from server_stub.atomic_file import replace_file
 from server_stub.log_safety import server_logger
 from server_stub.preview_document import encode, preview_document
 from server_stub.workflow import RolloutContext
@@ -49,14 +49,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     if _linked(path):
         raise OSError(f"refusing to write through a symlink: {path}")
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".preview-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    replace_file(path, data)
 
 
 class PreviewFeed:

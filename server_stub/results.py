@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from core.types import RolloutInitRequest, RolloutResultResponse, RolloutSample, RolloutStatus
+from server_stub.atomic_file import replace_file
 from server_stub.backend import ExecutionOutcome, ExecutionResult
 from server_stub.log_safety import server_logger
 
@@ -174,6 +174,5 @@ def trajectory_steps(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
 
 def _write_json(path: Path, document: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(document, ensure_ascii=False, indent=1, allow_nan=False))
-    os.replace(tmp, path)
+    text = json.dumps(document, ensure_ascii=False, indent=1, allow_nan=False)
+    replace_file(path, text.encode())

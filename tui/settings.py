@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.eval.results.durable import write_bytes_atomic
 from tui.widgets.table.sorting import SORT_COLUMNS, Sort
 
 logger = logging.getLogger(__name__)
@@ -86,21 +86,8 @@ def save_settings(path: Path, settings: Settings) -> None:
         "theme": settings.theme,
         "sort": None if sort is None else {"column": sort.column, "descending": sort.descending},
     }
-    temporary: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=path.parent, prefix=".settings-", suffix=".tmp", delete=False
-        ) as file:
-            temporary = file.name
-            json.dump(document, file, indent=2)
-            file.write("\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-        temporary = None
+        write_bytes_atomic(path, (json.dumps(document, indent=2) + "\n").encode())
     except OSError as exc:
         logger.warning("settings %s: not saved (%s)", path, exc)
-    finally:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)

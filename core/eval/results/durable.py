@@ -1,7 +1,10 @@
-"""The small durable-write helpers every file of the results folder shares.
+"""The small durable-write helpers every file of the results folder shares, and the eval side's
+one way to replace a file (the results' snapshots, the demo's dataset, the dashboard's settings).
 
 Every file is created with mode 0600 and the run folder with 0700. A replaced file is written
-whole or not at all (`write_bytes_atomic`); a create or rename is fsync'd into its folder.
+whole or not at all (`write_bytes_atomic`: a unique temporary file, fsync'd, then renamed over
+the target); a create or rename is fsync'd into its folder, so what a run reports written
+survives a crash. The rollout server has its own, unsynced policy (`server_stub.atomic_file`).
 """
 
 from __future__ import annotations

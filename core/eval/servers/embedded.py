@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import server_stub
+from core.eval.results.durable import write_bytes_atomic
 from core.eval.servers.launcher import LaunchError
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER
 
@@ -183,13 +183,13 @@ def refresh_demo_dataset(target: Path) -> None:
     Always this version's rows: an older osmosis-tui may have left other rows there. An
     `OSError` means the file could not be written.
     """
-    from server_stub.demo import write_demo_dataset
+    from server_stub.demo import demo_dataset
 
-    fresh = write_demo_dataset(target.with_name(f".{target.name}.{os.getpid()}.tmp"))
-    if target.is_file() and target.read_bytes() == fresh.read_bytes():
-        fresh.unlink()
-    else:
-        os.replace(fresh, target)  # a run starting meanwhile reads the old rows or the new
+    rows = demo_dataset()
+    if target.is_file() and target.read_bytes() == rows:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(target, rows)  # a run starting meanwhile reads the old rows or the new
 
 
 def demo_rollout_source() -> Path:
