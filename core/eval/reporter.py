@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from core.board import RolloutBoard
+from core.eval.duration_text import duration
 from core.eval.plan.prepare import EvalPlan
 from core.eval.results.records import ItemResult
 from core.eval.safe_text import terminal_safe
@@ -59,21 +60,6 @@ def display_path(path: Path) -> str:
         return str(absolute.relative_to(Path.cwd())) or "."
     except ValueError:
         return str(absolute)
-
-
-def format_duration(milliseconds: float) -> str:
-    """`8.0s`, `1m 5s`, `2h 3m`, `1d 4h`."""
-    seconds = milliseconds / 1000
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h {minutes}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
 
 
 @dataclass(frozen=True)
@@ -209,7 +195,7 @@ class RunReport:
         if metrics.get("pass_at_k"):
             yield "pass@k", " · ".join(f"k={p['k']} {p['value']:.2f}" for p in metrics["pass_at_k"])
         yield "Tokens", f"{metrics['tokens_used']:,}"
-        yield "Duration", format_duration(summary.duration_ms)
+        yield "Duration", duration(summary.duration_ms / 1000)
         yield "Output", terminal_safe(display_path(summary.folder))
 
 

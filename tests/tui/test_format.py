@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.widgets.format import duration, message_shown, multi_line, one_line, plain
+from core.eval.duration_text import duration
+from tui.widgets.format import message_shown, multi_line, one_line, plain
 
 
 @pytest.mark.parametrize(

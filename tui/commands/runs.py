@@ -53,12 +53,12 @@ def _root_flag(args: argparse.Namespace) -> str:
 
 
 def _cells(run: ListedRun) -> list[str]:
-    from core.eval.reporter import format_duration
+    from core.eval.duration_text import duration as shown_duration
     from core.eval.safe_text import terminal_safe
 
     total = "?" if run.total is None else str(run.total)
     rate = "-" if run.pass_rate is None else f"{run.pass_rate:.0%}"
-    duration = "-" if run.duration_sec is None else format_duration(run.duration_sec * 1000)
+    duration = shown_duration(run.duration_sec)
     status = run.status if run.problem is None else f"{run.status} (unreadable parts)"
     return [
         terminal_safe(run.name),

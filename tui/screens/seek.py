@@ -12,8 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from core.eval.duration_text import duration
 from tui.screens.dialogs import DIALOG_CSS
-from tui.widgets.format import duration
 
 # `1h2m3.5s`, `2m`, `90s`, `90`: each unit at most once, in this order.
 _UNITS = re.compile(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.dispatch_gate import DispatchState
+from core.eval.duration_text import duration
 from core.eval.errors import EvalError
 from core.eval.results.events import Journal
 from core.eval.results.folder import (
@@ -49,7 +50,6 @@ from core.eval.results.records import ItemResult
 from core.eval.untrusted_json import load_json
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.replay_state import ReplayState
-from tui.widgets.format import duration
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
 MAX_GAP_SEC = 5.0

@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from core.board import RolloutBoard
+from core.eval.duration_text import duration
 from core.model_activity import ModelActivity, ModelCallReport
 from core.phases import PHASES, PhaseMark
 from core.rollout_record import RolloutRecord
@@ -21,7 +22,6 @@ from core.transcript import content_text
 from core.types import RolloutStatus
 from tui.widgets.format import (
     compact_count,
-    duration,
     message_shown,
     money,
     plain,

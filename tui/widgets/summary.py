@@ -12,10 +12,11 @@ from rich.text import Text
 from textual.widgets import Static
 
 from core.board import RolloutBoard
+from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
 from core.rollout_record import NOT_ADMITTED
 from tui.sources.base import ServerView
-from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, duration, money, plain
+from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, money, plain
 
 # A chip per status, then the board's own counts of stuck and untracked rollouts (and one for
 # rollouts never admitted, when there are some).

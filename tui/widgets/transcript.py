@@ -16,8 +16,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from core.eval.duration_text import duration
 from core.transcript import ToolCall, ToolResult, Transcript, TranscriptStep
-from tui.widgets.format import duration, plain
+from tui.widgets.format import plain
 
 Redact = Callable[[str], str]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.board import RolloutBoard
+from core.eval.duration_text import duration
 from core.rollout_record import RolloutRecord
-from tui.widgets.format import STATUS_STYLES, compact_count, duration, one_line, reward
+from tui.widgets.format import STATUS_STYLES, compact_count, one_line, reward
 
 PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
 
