@@ -27,6 +27,7 @@ from typing import Any
 from core.eval.safe_text import shown_value
 from core.eval.token_counts import token_count
 from core.eval.untrusted_json import is_finite
+from core.transcript import content_text
 
 #: The SSE comment sent before the upstream call and then every heartbeat interval.
 SSE_PING = ": ping\n\n"
@@ -217,18 +218,9 @@ def answer_payload(
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """A message as one line of text for the records: its text, else its tool calls' names."""
-    content = message.get("content")
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = " ".join(
-            str(part.get("text"))
-            for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    else:
-        text = ""
+    """A message as text for the records: its content as the transcript reads it
+    (`core.transcript.content_text`), else its tool calls' names."""
+    text = content_text(message.get("content"))
     if text:
         return text
     calls = message.get("tool_calls")
