@@ -117,11 +117,24 @@ def utc_moment(value: object) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
+def epoch_seconds(value: object) -> float | None:
+    """An ISO-8601 time (as `utc_moment` reads it) as seconds since the epoch; None when it is
+    none, or lies where a timestamp cannot (year 1 with an offset before UTC)."""
+    moment = utc_moment(value)
+    if moment is None:
+        return None
+    try:
+        return moment.timestamp()
+    except (OverflowError, ValueError):
+        return None
+
+
 __all__ = [
     "MAX_NESTING",
     "TOO_DEEP",
     "NestedTooDeep",
     "bool_of",
+    "epoch_seconds",
     "float_of",
     "int_of",
     "is_finite",

@@ -13,14 +13,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.eval.results.durable import AppendFile, json_line, open_append, write_all
+from core.eval.results.durable import (
+    AppendFile,
+    WarningSink,
+    json_line,
+    open_append,
+    write_all,
+)
 from core.eval.results.records import iso_utc
+from core.eval.untrusted_json import epoch_seconds, int_of, is_number, load_json, text_of
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +125,55 @@ class ModelCall:
         }
         return {key: value for key, value in record.items() if value is not None}
 
+    @classmethod
+    def from_record(cls, line: object) -> ModelCall:
+        """The finished call a calls.jsonl line records (what `to_record` wrote); its
+        monotonic times count from its session's start. ValueError for a line that is none."""
+        if not isinstance(line, dict):
+            raise ValueError("not a JSON object")
+        call_id, rollout_id, t = int_of(line.get("call_id")), line.get("rollout_id"), line.get("t")
+        if call_id is None or not isinstance(rollout_id, str) or not is_number(t):
+            raise ValueError("no call_id, rollout_id and t")
+        latency = line.get("latency_s")
+        latency = float(latency) if is_number(latency) else 0.0
+        started_at = epoch_seconds(line.get("started_at")) or 0.0
+        cost = line.get("cost_usd")
+        return cls(
+            call_id=call_id,
+            rollout_id=rollout_id,
+            streamed=line.get("streamed") is True,
+            requested_model=text_of(line.get("model")) or "",
+            started_at=started_at,
+            started_monotonic=float(t),
+            request_text=text_of(line.get("request")) or "",
+            ended_at=epoch_seconds(line.get("ended_at")) or started_at + latency,
+            ended_monotonic=float(t) + latency,
+            status=int_of(line.get("status")),
+            upstream_status=int_of(line.get("upstream_status")),
+            prompt_tokens=int_of(line.get("prompt_tokens")),
+            completion_tokens=int_of(line.get("completion_tokens")),
+            total_tokens=int_of(line.get("total_tokens")),
+            reply_text=text_of(line.get("reply")),
+            error=text_of(line.get("error")),
+            cost_usd=float(cost) if is_number(cost) else None,
+        )
+
+    def as_started(self) -> ModelCall:
+        """This call as it was while it waited for the model: nothing of its end known yet."""
+        return replace(
+            self,
+            ended_at=None,
+            ended_monotonic=None,
+            status=None,
+            upstream_status=None,
+            prompt_tokens=None,
+            completion_tokens=None,
+            total_tokens=None,
+            reply_text=None,
+            error=None,
+            cost_usd=None,
+        )
+
 
 class CallLog(AppendFile):
     """`calls.jsonl`: one JSON line per finished call, appended as the call ends.
@@ -150,4 +206,23 @@ class CallLog(AppendFile):
             )
 
 
-__all__ = ["TEXT_LIMIT", "CallHook", "CallLog", "ModelCall", "bounded"]
+def read_calls(path: Path, on_warning: WarningSink) -> Iterator[ModelCall]:
+    """The calls `CallLog` wrote to `path`, in file order (the order they ended); a line
+    that is not one is skipped with a warning, and an unreadable file is one warning."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        on_warning(f"{path}: not read ({exc.strerror or exc})")
+        return
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            call = ModelCall.from_record(load_json(raw))
+        except (ValueError, TypeError) as exc:
+            on_warning(f"{path}:{number}: skipped a line that is not a model call ({exc})")
+            continue
+        yield call
+
+
+__all__ = ["TEXT_LIMIT", "CallHook", "CallLog", "ModelCall", "bounded", "read_calls"]

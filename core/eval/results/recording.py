@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from core.eval.results.calls import ModelCall
+from core.eval.results.calls import ModelCall, read_calls
 from core.eval.results.folder import CALLS_FILE
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
-from core.eval.untrusted_json import int_of, is_number, load_json, text_of, utc_moment
+from core.eval.untrusted_json import epoch_seconds, int_of, is_number, text_of
 from core.phases import PhaseMark
 from core.types import RolloutStatus
 
@@ -348,79 +348,13 @@ def _read_calls(
     a call of a rollout the recording never saw is taken to belong to the session of the
     line before it (the file is appended in the order the calls ended)."""
     offset = 0.0
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as exc:
-        warnings.append(f"{path}: not read ({exc.strerror or exc})")
-        return
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = load_json(raw)
-            call = _call_of(line)
-        except (ValueError, TypeError) as exc:
-            warnings.append(f"{path}:{number}: skipped a line that is not a model call ({exc})")
-            continue
-        offset = session_of.get(call.rollout_id, offset)
-        start = offset + call.started_monotonic
-        end = start + (call.latency_sec or 0.0)
-        call = replace(call, started_monotonic=start, ended_monotonic=end)
-        yield ModelCallSeen(start, _in_flight(call), ended=False)
+    for recorded in read_calls(path, warnings.append):
+        offset = session_of.get(recorded.rollout_id, offset)
+        start = offset + recorded.started_monotonic
+        end = start + (recorded.latency_sec or 0.0)
+        call = replace(recorded, started_monotonic=start, ended_monotonic=end)
+        yield ModelCallSeen(start, call.as_started(), ended=False)
         yield ModelCallSeen(end, call, ended=True)
-
-
-def _call_of(line: object) -> ModelCall:
-    """A calls.jsonl line as the finished call it records; its monotonic times count from
-    its session's start."""
-    if not isinstance(line, dict):
-        raise ValueError("not a JSON object")
-    call_id, rollout_id, t = (
-        int_of(line.get("call_id")),
-        line.get("rollout_id"),
-        line.get("t"),
-    )
-    if call_id is None or not isinstance(rollout_id, str) or not is_number(t):
-        raise ValueError("no call_id, rollout_id and t")
-    latency = line.get("latency_s")
-    latency = float(latency) if is_number(latency) else 0.0
-    started_at = _epoch(line.get("started_at")) or 0.0
-    return ModelCall(
-        call_id=call_id,
-        rollout_id=rollout_id,
-        streamed=line.get("streamed") is True,
-        requested_model=text_of(line.get("model")) or "",
-        started_at=started_at,
-        started_monotonic=float(t),
-        request_text=text_of(line.get("request")) or "",
-        ended_at=_epoch(line.get("ended_at")) or started_at + latency,
-        ended_monotonic=float(t) + latency,
-        status=int_of(line.get("status")),
-        upstream_status=int_of(line.get("upstream_status")),
-        prompt_tokens=int_of(line.get("prompt_tokens")),
-        completion_tokens=int_of(line.get("completion_tokens")),
-        total_tokens=int_of(line.get("total_tokens")),
-        reply_text=text_of(line.get("reply")),
-        error=text_of(line.get("error")),
-        cost_usd=float(cost) if is_number(cost := line.get("cost_usd")) else None,
-    )
-
-
-def _in_flight(call: ModelCall) -> ModelCall:
-    """`call` as it was while it waited for the model: nothing of its end known yet."""
-    return replace(
-        call,
-        ended_at=None,
-        ended_monotonic=None,
-        status=None,
-        upstream_status=None,
-        prompt_tokens=None,
-        completion_tokens=None,
-        total_tokens=None,
-        reply_text=None,
-        error=None,
-        cost_usd=None,
-    )
 
 
 def _server_mark(record: dict[str, Any], status: RolloutStatus) -> PhaseMark:
@@ -430,13 +364,7 @@ def _server_mark(record: dict[str, Any], status: RolloutStatus) -> PhaseMark:
         status,
         0.0,
         "server",
-        server_time=_epoch(record.get("server_time")),
+        server_time=epoch_seconds(record.get("server_time")),
         event_sequence=int_of(record.get("event_sequence")),
         server_id=server_id if isinstance(server_id, str) else None,
     )
-
-
-def _epoch(text: object) -> float | None:
-    """An ISO-8601 time as seconds since the epoch; None when it is none."""
-    moment = utc_moment(text)
-    return None if moment is None else moment.timestamp()
