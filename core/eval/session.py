@@ -38,6 +38,7 @@ from core.eval.results.folder import RunFolder, RunFolderError
 from core.eval.results.lock import RunLock
 from core.eval.results.logs import RunLog
 from core.eval.results.metrics import Progress, RunIdentity, progress, summarize
+from core.eval.results.recorder import TransitionRecorder
 from core.eval.results.records import ItemKey, ItemResult, WorkItem, iso_utc
 from core.eval.results.snapshots import Snapshots
 from core.eval.results.transitions import TransitionLog
@@ -49,8 +50,7 @@ from core.eval.servers.pool import AllServersDown, ServerPool
 from core.eval.steering import RunControl
 from core.eval.stopped_together import StoppedTogether
 from core.eval.summary import EvalSummary
-from core.phases import PhaseMark
-from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
+from core.rollout_record import RequestOptions
 from core.task_end import cancel_and_wait
 from core.transport import AiohttpTransport
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
@@ -75,15 +75,17 @@ class EvalSession:
         )
         #: Pause and resume dispatch, max-in-flight, requeue: the front end's controls, each
         #: recorded in logs.txt and transitions.jsonl.
-        self.control = RunControl()
+        #: What the board and the controls report, in transitions.jsonl once the folder is open.
+        self._recorder = TransitionRecorder()
+        self.control = RunControl(self._recorder)
         # Through `_redact`: the redactor learns the gateway's bearer once it exists.
         self.board = RolloutBoard(
             stuck_after_sec=plan.request.stuck_after_sec,
             redact=self._redact,
-            on_transition=self._write_transition,
-            on_cancel=self._write_cancel,
+            on_transition=self._recorder.status,
+            on_cancel=self._recorder.cancel,
             on_untrack=self.control.untracked,
-            on_not_admitted=self._write_not_admitted,
+            on_not_admitted=self._recorder.not_admitted,
         )
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
@@ -102,7 +104,6 @@ class EvalSession:
         # Set when a finished item could not be journaled (a full or read-only disk).
         self._write_problem: str | None = None
         self._stopping: asyncio.Task[None] | None = None
-        self._transitions: TransitionLog | None = None
         self._lock: RunLock | None = None
         # The servers' bearer: the user's, or one of the run's own for the embedded server.
         self._server_api_key = plan.request.server_api_key
@@ -248,8 +249,8 @@ class EvalSession:
             # What the results files hold: this run's results and those outside its plan.
             on_file = ChainMap(results, outside)
             self.on_start(plan.run_name, len(todo), recorded)
-            self._transitions = transitions
-            self.control.record_to(log, transitions)
+            self._recorder.record_to(transitions)
+            self.control.record_to(log)
 
             def finished(result: ItemResult) -> None:
                 if result.error_type is not None:  # a server's error text may quote a key
@@ -603,62 +604,6 @@ class EvalSession:
             )
         )
         return ceiling
-
-    def _write_transition(self, record: RolloutRecord, mark: PhaseMark) -> None:
-        """The board's `on_transition`: a rollout's status change as a poll or the server
-        reported it, in transitions.jsonl (a rollout sent by hand's too: a replay shows it)."""
-        transitions = self._transitions
-        if transitions is None:
-            return
-        # The admission's status is always the first line of a rollout (the board accounts
-        # for it before anything else): a replay tells unrequested grading from missed.
-        first = mark.source == "poll" and mark.at == record.transitions[0].at
-        transitions.record(
-            record.rollout_id,
-            record.row_index,
-            record.run_index,
-            mark.status.value,
-            transitions.elapsed(mark.at),
-            source=mark.source,
-            source_row_index=record.source_row_index,
-            grade=record.grade if first else None,
-            server_time=mark.server_time,
-            event_sequence=mark.event_sequence,
-            server_id=mark.server_id,
-        )
-
-    def _write_cancel(self, record: RolloutRecord, cancel: CancelRequest) -> None:
-        """The board's `on_cancel`: a cancel asked for (by an interrupt, a deadline or the
-        dashboard), then the server's answer, each written as it happens, so a run killed
-        afterwards keeps them."""
-        transitions = self._transitions
-        if transitions is None:
-            return
-        answered = cancel.disposition is not None or cancel.error is not None
-        transitions.cancel_request(
-            record.rollout_id,
-            record.row_index,
-            record.run_index,
-            source_row_index=record.source_row_index,
-            t=transitions.elapsed(cancel.requested_at),
-            disposition=cancel.disposition,
-            error=cancel.error,
-            reply_t=transitions.elapsed() if answered else None,
-        )
-
-    def _write_not_admitted(self, record: RolloutRecord) -> None:
-        """The board's `on_not_admitted`: a rollout its server never admitted, and why."""
-        transitions = self._transitions
-        if transitions is None:
-            return
-        transitions.not_admitted(
-            record.rollout_id,
-            record.row_index,
-            record.run_index,
-            source_row_index=record.source_row_index,
-            t=transitions.elapsed(record.submitted_at),
-            error=record.admission_error or "not admitted",
-        )
 
     def _write_results(
         self,

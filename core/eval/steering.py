@@ -5,8 +5,8 @@ tracking and every rollout sent by hand.
 The runner does what is asked (`EvalRunner.pause_dispatch` and the rest); this keeps the
 record, so that the log tells what happened to the run and a replay can show it: one line in
 logs.txt (step `control`, the official line format) and one in transitions.jsonl (the kinds
-`control`, `requeue`, `untrack` and `manual` documented in `core.eval.results.transitions`)
-for each. No results file changes: events.jsonl and the snapshots stay as official.
+`control`, `requeue`, `untrack` and `manual`, written by the run's `TransitionRecorder`) for
+each. No results file changes: events.jsonl and the snapshots stay as official.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from core.eval.runner import ControlRefused
 
 if TYPE_CHECKING:
     from core.eval.results.logs import RunLog
-    from core.eval.results.transitions import TransitionLog
+    from core.eval.results.recorder import TransitionRecorder
     from core.eval.runner import EvalRunner
     from core.rollout_record import RolloutRecord
 
@@ -30,25 +30,25 @@ class RunControl:
     """The controls of one eval session. Before its runner exists only a pause can be asked
     for: it holds from the first work item on."""
 
-    def __init__(self) -> None:
+    def __init__(self, recorder: TransitionRecorder) -> None:
+        """`recorder` writes the run's transitions.jsonl lines (none before its folder is
+        open)."""
         self._runner: EvalRunner | None = None
         self._log: RunLog | None = None
-        self._transitions: TransitionLog | None = None
+        self._recorder = recorder
         self._paused_early = False
 
-    def record_to(self, log: RunLog, transitions: TransitionLog) -> None:
-        """The run's folder is open: every action from now on is written there (and a pause
-        asked for before, now)."""
-        self._log, self._transitions = log, transitions
+    def record_to(self, log: RunLog) -> None:
+        """The run's folder is open (the recorder writes to it already): every action from
+        now on is written there (and a pause asked for before, now)."""
+        self._log = log
         if self._paused_early:
             self._record_pause()
 
     def steer(self, runner: EvalRunner) -> None:
         """The runner exists: the controls act on it."""
         self._runner = runner
-        transitions = self._transitions
-        if transitions is not None:  # a replay shows the limit from the start
-            transitions.dispatch(runner.gate.limit, t=transitions.elapsed())
+        self._recorder.dispatch_started(runner.gate.limit)  # a replay shows it from the start
         if self._paused_early:
             runner.pause_dispatch()
 
@@ -117,11 +117,7 @@ class RunControl:
                 step=CONTROL_STEP,
                 details=details,
             )
-        transitions = self._transitions
-        if transitions is not None:
-            transitions.requeue(
-                rollout_id, new_id, record.row_index, record.run_index, t=transitions.elapsed()
-            )
+        self._recorder.requeued(record, new_id)
         return new_id
 
     # -- what the run records besides (the board's and the session's hooks) ---------------
@@ -138,11 +134,7 @@ class RunControl:
                     "run_index": record.run_index,
                 },
             )
-        transitions = self._transitions
-        if transitions is not None:
-            transitions.untrack(
-                record.rollout_id, record.row_index, record.run_index, t=transitions.elapsed()
-            )
+        self._recorder.untracked(record)
 
     def sent_by_hand(self, record: RolloutRecord, *, rerun_of: str | None = None) -> None:
         """A rollout was sent by hand (`EvalSession.submit`): outside the work items."""
@@ -156,11 +148,7 @@ class RunControl:
                     "row_index": record.row_index,
                 },
             )
-        transitions = self._transitions
-        if transitions is not None:
-            transitions.manual(
-                record.rollout_id, record.row_index, t=transitions.elapsed(), rerun_of=rerun_of
-            )
+        self._recorder.sent_by_hand(record, rerun_of)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -186,6 +174,4 @@ class RunControl:
     ) -> None:
         if self._log is not None:
             self._log.write(message, step=CONTROL_STEP, details=details)
-        transitions = self._transitions
-        if transitions is not None:
-            transitions.control(action, t=transitions.elapsed(), value=value)
+        self._recorder.steered(action, value)

@@ -1,0 +1,48 @@
+"""`TransitionRecorder`: the board's hooks and the run's steering, as transitions.jsonl lines
+whose fields come from the rollout's record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.board import RolloutBoard
+from core.eval.results.recorder import TransitionRecorder
+from core.eval.results.transitions import TransitionLog, read_transitions
+
+
+def test_the_board_s_hooks_write_the_record_s_fields_once_the_folder_is_open(
+    tmp_path: Path,
+) -> None:
+    recorder = TransitionRecorder()
+    board = RolloutBoard(
+        on_transition=recorder.status,
+        on_cancel=recorder.cancel,
+        on_not_admitted=recorder.not_admitted,
+    )
+    board.record_not_admitted("early", "refused", row_index=0, run_index=0)  # no folder yet
+    path = tmp_path / "transitions.jsonl"
+    clock = [100.0]
+    log = TransitionLog(path, clock=lambda: clock[0])
+    recorder.record_to(log)
+    clock[0] = 101.5
+    record = board.record_not_admitted(
+        "r1", "refused: full", row_index=3, run_index=1, source_row_index=7, submitted_at=100.25
+    )
+    recorder.untracked(record)
+    recorder.requeued(record, "r2")
+    recorder.sent_by_hand(record, "r0")
+    recorder.dispatch_started(4)
+    recorder.steered("max_in_flight", 2)
+    log.close()
+    lines = [line for line in read_transitions(path) if line["kind"] != "session"]
+    assert lines == [
+        {"kind": "not_admitted", "rollout_id": "r1", "row_index": 3, "run_index": 1,
+         "source_row_index": 7, "t": 0.25, "error": "refused: full"},
+        {"kind": "untrack", "rollout_id": "r1", "row_index": 3, "run_index": 1, "t": 1.5},
+        {"kind": "requeue", "rollout_id": "r1", "new_rollout_id": "r2", "row_index": 3,
+         "run_index": 1, "t": 1.5},
+        {"kind": "manual", "rollout_id": "r1", "row_index": 3, "rerun_of": "r0", "t": 1.5},
+        {"kind": "dispatch", "max_in_flight": 4, "t": 1.5},
+        {"kind": "control", "action": "max_in_flight", "value": 2, "t": 1.5},
+    ]  # fmt: skip
+
