@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
 from collections import ChainMap
 from collections.abc import Callable, Iterator
@@ -19,20 +18,15 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-import httpx
-
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import within_capacity
-from core.eval.events.ownership import OwnershipEvent
-from core.eval.events.receiver import EventReceiver, EventReceiverError
+from core.eval.events.receiver import EventReceiverError
 from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
-from core.eval.gateway.upstream_choice import opened_upstream
-from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values, preflight
 from core.eval.plan.prepare import EvalPlan, kept_results
 from core.eval.redact import Redactor
-from core.eval.results.calls import CallLog, ModelCall
-from core.eval.results.durable import describe_os_error, make_folders
+from core.eval.results.calls import CallLog
+from core.eval.results.durable import describe_os_error
 from core.eval.results.events import Journal
 from core.eval.results.folder import RunFolder, RunFolderError
 from core.eval.results.lock import RunLock
@@ -43,17 +37,12 @@ from core.eval.results.records import ItemKey, ItemResult, WorkItem, iso_utc
 from core.eval.results.snapshots import Snapshots
 from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
-from core.eval.servers.embedded import demo_rollout_server
 from core.eval.servers.fd_budget import DescriptorBudget, descriptor_budget
-from core.eval.servers.launcher import launched_rollout_server
 from core.eval.servers.pool import AllServersDown, ServerPool
+from core.eval.startup import RunServices
 from core.eval.steering import RunControl
-from core.eval.stopped_together import StoppedTogether
 from core.eval.summary import EvalSummary
 from core.rollout_record import RequestOptions
-from core.task_end import cancel_and_wait
-from core.transport import AiohttpTransport
-from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +79,6 @@ class EvalSession:
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
         self.on_notice = on_notice or (lambda _message: None)
-        self.pool: ServerPool | None = None
-        self.gateway: ModelGateway | None = None
         self.folder: RunFolder | None = None
         self.total_to_run = 0
         #: The finished work items: those from before (a resume) and those of this run.
@@ -105,12 +92,22 @@ class EvalSession:
         self._write_problem: str | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._lock: RunLock | None = None
-        # The servers' bearer: the user's, or one of the run's own for the embedded server.
-        self._server_api_key = plan.request.server_api_key
+        #: The gateway, the event receiver and the servers, once their start-up began.
+        self._services: RunServices | None = None
 
     @property
     def runner(self) -> EvalRunner | None:
         return self._runner
+
+    @property
+    def pool(self) -> ServerPool | None:
+        """The run's servers, once they were all reached."""
+        return None if self._services is None else self._services.pool
+
+    @property
+    def gateway(self) -> ModelGateway | None:
+        """The run's model gateway, once it listens."""
+        return None if self._services is None else self._services.gateway
 
     async def interrupt(self, *, cancel_in_flight: bool) -> None:
         """Stop dispatching; cancel in-flight rollouts on their servers (waiting a bounded
@@ -372,7 +369,19 @@ class EvalSession:
         plan = self.plan
         # A task of its own, so that an interrupt can end a slow start (a workspace server
         # may take up to 90 s to become healthy).
-        startup = asyncio.ensure_future(self._connect(stack, folder))
+        log, calls = self._log, self._call_log
+        assert log is not None and calls is not None
+        services = self._services = RunServices(
+            plan,
+            self.board,
+            log,
+            calls,
+            redact=self._redact,
+            mask=self._mask,
+            notice=self.notice,
+            tell=lambda message: self.on_notice(self.redactor.redact(message)),
+        )
+        startup = asyncio.ensure_future(services.start(stack, folder))
         self._startup = startup
         try:
             gateway, pool = await startup
@@ -414,179 +423,10 @@ class EvalSession:
         outcome = await runner.run()
         return outcome.status, outcome.problem
 
-    async def _connect(
-        self, stack: AsyncExitStack, folder: RunFolder
-    ) -> tuple[ModelGateway, ServerPool]:
-        """Start the model gateway and start or reach the servers while the model's preflight
-        call is out; the gateway and the pool, every server probed once, once it passed."""
-        # For starting a launched server (its health reads bound themselves); the pool's
-        # clients make their own connections.
-        http = await stack.enter_async_context(
-            httpx.AsyncClient(transport=AiohttpTransport(), timeout=httpx.Timeout(30.0, read=None))
-        )
-        # Before the gateway is started, so that it closes after the gateway has stopped.
-        upstream, forwarded = await stack.enter_async_context(
-            opened_upstream(self.plan.upstream, api_key=self.plan.request.llm_api_key)
-        )
-        # Stopped after the servers: an official server's last events are sent as it stops.
-        events = await self._start_event_receiver(stack)
-        started = await stack.enter_async_context(StoppedTogether())
-        # The provider keys (as the environment holds them now) are masked everywhere.
-        self._mask([*upstream.secrets, *ambient_secret_values()])
-        # A remote model's preflight takes as long as a call; uv sync and a server's start
-        # take seconds too. Nothing is sent to a server before the preflight passed, and its
-        # failure is the one reported, whatever the launch did meanwhile.
-        checked = asyncio.ensure_future(self._preflight(upstream))
-        launch: asyncio.Future[tuple[str, ...]] | None = None
-        try:
-            gateway = await self._start_gateway(started, upstream, forwarded)
-            launch = asyncio.ensure_future(
-                self._servers(started, folder, http, self._feeds(events, folder))
-            )
-            await checked
-            urls = await launch
-        finally:
-            # Whichever is still going once the other failed (an error of the one that ended
-            # second is not the one the run reports).
-            for task in (checked, launch):
-                if task is not None:
-                    await cancel_and_wait(task)
-        self.gateway = gateway
-        pool = ServerPool.connect(
-            list(urls),
-            api_key=self._server_api_key,
-            # The pool logs its own events; the front end is told as well.
-            on_event=lambda slot, event: self.on_notice(
-                self.redactor.redact(f"server {slot.url} {event}")
-            ),
-        )
-        self.pool = pool
-        stack.push_async_callback(pool.aclose)
-        await pool.probe_all()
-        return gateway, pool
-
-    async def _start_event_receiver(self, stack: AsyncExitStack) -> EventReceiver:
-        """The receiver of the servers' ownership events (EVAL.md §6): each goes to the
-        board, which merges it with what the polls see."""
-        board, log = self.board, self._log
-        assert log is not None
-
-        def received(event: OwnershipEvent) -> None:
-            board.server_mark(event.rollout_id, event.mark())
-            record = board.records.get(event.rollout_id)
-            if self.pool is not None and record is not None:
-                self.pool.heard_from(record.server)
-
-        receiver = EventReceiver(received, port=self.plan.request.events_port or 0)
-        await stack.enter_async_context(receiver)
-        log.write(f"event receiver on {receiver.endpoint}", step="listener")
-        return receiver
-
-    def _feeds(self, events: EventReceiver, folder: RunFolder) -> dict[str, str]:
-        """The variables that point a server's feeds (PROTOCOL.md §8) at this run: launched
-        servers get them, and a user starting a server of their own is told them."""
-        make_folders(folder.previews_dir)
-        # Absolute: a launched server runs in its rollout folder, not in our working directory.
-        previews = folder.previews_dir.absolute()
-        feeds = {OTLP_ENDPOINT_ENV: events.endpoint, PREVIEW_ROOT_ENV: str(previews)}
-        if self.plan.mode == "servers":
-            settings = " ".join(f"{name}={value}" for name, value in feeds.items())
-            self.notice(
-                f"for phase times from the server and live transcripts, start it with {settings}"
-            )
-        return feeds
-
     def _mask(self, secrets: list[str]) -> None:
         self.redactor = self.redactor.with_secrets(secrets)
         assert self._log is not None
         self._log.redactor = self.redactor
-
-    async def _preflight(self, upstream: ChatUpstream) -> None:
-        """One call to the run's model. Raises `PreflightError` when it cannot be used (the
-        run stops before any rollout); a passing problem, such as a rate limit, is a notice."""
-        assert self._log is not None
-        self._log.write(f"model: {self.plan.upstream.describe()}; preflight call", step="preflight")
-        warning = await preflight(upstream)  # logged by preflight itself
-        if warning is not None:
-            self.on_notice(self.redactor.redact(warning))
-
-    async def _start_gateway(
-        self, stack: StoppedTogether, upstream: ChatUpstream, forwarded: tuple[str, ...]
-    ) -> ModelGateway:
-        """The run's gateway in front of its model (`upstream`, its requests given the
-        `forwarded` headers). Raises `GatewayError` when its port cannot be bound."""
-        request = self.plan.request
-        log, calls = self._log, self._call_log
-        assert log is not None and calls is not None
-
-        def call_ended(call: ModelCall) -> None:
-            # calls.jsonl keeps the call even when the board's hook fails (the gateway logs it).
-            try:
-                self.board.call_ended(call)
-            finally:
-                calls.append(call)
-
-        gateway = ModelGateway(
-            upstream,
-            listener_port=request.listener_port,
-            advertise_url=request.advertise_url,
-            redact=self._redact,
-            on_call_start=self.board.call_started,
-            on_call_end=call_ended,
-            forward_headers=forwarded,
-        )
-        self._mask([gateway.api_key])
-        await stack.enter_async_context(gateway)
-        advertised = f", advertised as {request.advertise_url}" if request.advertise_url else ""
-        log.write(f"model gateway on {gateway.base_url}{advertised}", step="listener")
-        return gateway
-
-    async def _servers(
-        self,
-        stack: StoppedTogether,
-        folder: RunFolder,
-        http: httpx.AsyncClient,
-        feeds: dict[str, str],
-    ) -> tuple[str, ...]:
-        plan, request = self.plan, self.plan.request
-        if plan.mode == "servers":
-            return request.servers
-        log = self._log
-        assert log is not None
-        if plan.mode == "embedded":
-            # A bearer of the run's own: the server listens on loopback, where any local
-            # process could otherwise cancel the run's rollouts. Masked like every key.
-            key = self._server_api_key = secrets.token_urlsafe(32)
-            self._mask([key])
-            url = await stack.enter_async_context(
-                demo_rollout_server(
-                    otlp_endpoint=feeds[OTLP_ENDPOINT_ENV],
-                    preview_root=feeds[PREVIEW_ROOT_ENV],
-                    api_key=key,
-                )
-            )
-            log.write(f"demo rollout server on {url}", step="listener")
-            return (url,)
-        config = plan.config
-        assert config is not None
-        url = await stack.enter_async_context(
-            launched_rollout_server(
-                workspace=config.workspace,
-                rollout=config.rollout,
-                entrypoint=config.entrypoint,
-                env=config.env,
-                # Gathered (file, then environment) and checked when the plan was made.
-                secret_values=plan.secrets,
-                artifact_root=folder.trials_dir,
-                log=lambda step, line: log.write(line, step=step),
-                notice=self.notice,
-                http_client=http,
-                api_key=request.server_api_key,
-                port=request.rollout_port,
-                feeds=feeds,
-            )
-        )
-        return (url,)
 
     def _concurrency(self, pool: ServerPool, descriptors: DescriptorBudget) -> int:
         """--max-in-flight, else batch_size, else the servers' capacity, else 1; capped by it,
