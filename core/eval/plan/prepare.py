@@ -118,9 +118,100 @@ class EvalPlan:
 def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ()) -> EvalPlan:
     """Load and check every input; all problems found are raised together, after
     `flag_problems` (what the front end found wrong with its own flags)."""
-    problems: list[InputProblem] = list(flag_problems)
     root = workspace_root(request.config_path) if request.config_path is not None else None
     request = _rooted(request, root)
+    read = _read_inputs(request, list(flag_problems))
+    config, dataset = read.config, read.dataset
+    rows, n = _selected_rows(request, read)
+    items = tuple(
+        WorkItem(row_index=index, run_index=run, source_row_index=row.source_row_index)
+        for index, row in rows.items()
+        for run in range(n)
+    )
+    names = _names(request, read)
+    agent_timeout_sec = _first(
+        request.agent_timeout_sec, config.agent_timeout_sec if config else None
+    )
+    grader_timeout_sec = _first(
+        request.grader_timeout_sec, config.grader_timeout_sec if config else None
+    )
+    pass_threshold: float = _first(
+        request.pass_threshold,
+        config.pass_threshold if config else None,
+        DEFAULT_PASS_THRESHOLD,
+    )
+    entrypoint, source_digest = _rollout_source(request, config, read.mode)
+    inputs = manifest_inputs(
+        model_path=names.model,
+        dataset_sha256=dataset.sha256,
+        selected_source_rows=[row.source_row_index for row in rows.values()],
+        n=n,
+        rollout_name=names.rollout,
+        entrypoint=entrypoint,
+        source_digest=source_digest,
+        env=config.env if config else {},
+        secret_names=config.required_secrets if config else (),
+        agent_timeout_sec=agent_timeout_sec,
+        grader_timeout_sec=grader_timeout_sec,
+    )
+    provenance = run_provenance(
+        workspace=config.workspace if config else None,
+        config_path=config.path if config else None,
+        config_branch=config.branch if config else None,
+        config_commit_sha=config.commit_sha if config else None,
+        advanced=config.advanced if config else None,
+        pass_threshold=pass_threshold,
+    )
+    return EvalPlan(
+        request=request,
+        config=config,
+        dataset=dataset,
+        dataset_name=names.dataset,
+        model_name=names.model,
+        rollout_name=names.rollout,
+        rows=rows,
+        items=items,
+        n=n,
+        pass_threshold=pass_threshold,
+        agent_timeout_sec=agent_timeout_sec,
+        grader_timeout_sec=grader_timeout_sec,
+        batch_size=config.batch_size if config else None,
+        run_name=request.name or default_run_name(names.stem),
+        mode=read.mode,
+        upstream=read.upstream,
+        dataset_source=(
+            "explicit"
+            if request.dataset_file is not None
+            else "workspace"
+            if config is not None
+            else "bundled"
+        ),
+        workspace=root,
+        secrets=(
+            {name: read.secret_values[name] for name in config.required_secrets} if config else {}
+        ),
+        inputs=inputs,
+        provenance=provenance,
+    )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The inputs read and checked: what the rest of the plan is decided from."""
+
+    config: EvalConfig | None
+    secret_values: Mapping[str, str]
+    mode: ServerMode
+    upstream: UpstreamChoice
+    dataset: Dataset
+    dataset_path: Path
+    positions: Sequence[int] | None
+    """The rows `--rows` names (positions in the dataset), or None for every row."""
+
+
+def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
+    """Read the secrets, the config and the dataset and check the flags against them;
+    `InputError` with every problem found (and those already in `problems`)."""
     from_file: dict[str, str] = {}
     if request.secrets_file is not None:
         if request.config_path is None:
@@ -144,6 +235,30 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
     mode: ServerMode = (
         "servers" if request.servers else "workspace" if request.config_path else "embedded"
     )
+    _check_server_flags(request, config, mode, problems)
+    if request.name is not None:
+        try:
+            validate_run_name(request.name)
+        except RunFolderError as exc:
+            problems.append(InputProblem("--name", None, None, str(exc)))
+    upstream: UpstreamChoice | None = None
+    try:
+        upstream = choose_upstream(request.chat_url, config.model_path if config else None)
+    except ValueError as exc:
+        problems.append(InputProblem("--chat-url", None, None, str(exc)))
+    rows_spec = request.rows
+    positions = _collect(problems, parse_rows_spec, rows_spec) if rows_spec is not None else None
+    dataset_path = _dataset_path(request, config, problems)
+    dataset = _collect(problems, load_dataset, dataset_path) if dataset_path is not None else None
+    if problems or dataset is None or dataset_path is None or upstream is None:
+        raise InputError(problems)
+    return _Inputs(config, secret_values, mode, upstream, dataset, dataset_path, positions)
+
+
+def _check_server_flags(
+    request: EvalRequest, config: EvalConfig | None, mode: ServerMode, problems: list[InputProblem]
+) -> None:
+    """A workspace server the eval can launch, and `--rollout-port` only for one."""
     if config is not None and mode == "workspace":
         try:
             resolve_entrypoint(config.workspace, config.rollout, config.entrypoint)
@@ -167,104 +282,43 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
                 + " there is none to launch",
             )
         )
-    if request.name is not None:
-        try:
-            validate_run_name(request.name)
-        except RunFolderError as exc:
-            problems.append(InputProblem("--name", None, None, str(exc)))
-    upstream: UpstreamChoice | None = None
-    try:
-        upstream = choose_upstream(request.chat_url, config.model_path if config else None)
-    except ValueError as exc:
-        problems.append(InputProblem("--chat-url", None, None, str(exc)))
-    rows_spec = request.rows
-    positions = _collect(problems, parse_rows_spec, rows_spec) if rows_spec is not None else None
-    dataset_path = _dataset_path(request, config, problems)
-    dataset = _collect(problems, load_dataset, dataset_path) if dataset_path is not None else None
-    if problems or dataset is None or dataset_path is None or upstream is None:
-        raise InputError(problems)
+
+
+def _selected_rows(request: EvalRequest, read: _Inputs) -> tuple[dict[int, DatasetRow], int]:
+    """The rows the run takes (by position among them) and `n`, each row's attempts."""
+    config = read.config
     # As official, --rows replaces evaluation.limit; an explicit --limit still applies.
-    config_limit = config.limit if config is not None and positions is None else None
+    config_limit = config.limit if config is not None and read.positions is None else None
     limit = request.limit if request.limit is not None else config_limit
-    selected = select_rows(dataset.rows, limit=limit, rows=positions)
+    selected = select_rows(read.dataset.rows, limit=limit, rows=read.positions)
     if not selected:
-        raise InputError.single(str(dataset_path), "no rows selected")
+        raise InputError.single(str(read.dataset_path), "no rows selected")
     n = request.n if request.n is not None else (config.n if config and config.n else 1)
-    _check_work_items(len(selected), n, request, config, dataset_path)
-    rows = dict(enumerate(selected))
-    items = tuple(
-        WorkItem(row_index=index, run_index=run, source_row_index=row.source_row_index)
-        for index, row in rows.items()
-        for run in range(n)
-    )
+    _check_work_items(len(selected), n, request, config, read.dataset_path)
+    return dict(enumerate(selected)), n
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What the run's files call its dataset, model and rollout, and its default name's stem."""
+
+    dataset: str
+    model: str
+    rollout: str
+    stem: str
+
+
+def _names(request: EvalRequest, read: _Inputs) -> _Names:
+    config = read.config
     if config is not None:
-        dataset_name = config.dataset
+        dataset = config.dataset
     else:
-        dataset_name = dataset_path.stem if mode == "servers" else DEMO_DATASET_NAME
-    stem = request.config_path.stem if request.config_path else dataset_name
-    model_name = config.model_path if config else STUB_MODEL
-    rollout_name = config.rollout if config else DEMO_DATASET_NAME
-    entrypoint, source_digest = _rollout_source(request, config, mode)
-    agent_timeout_sec = _first(
-        request.agent_timeout_sec, config.agent_timeout_sec if config else None
-    )
-    grader_timeout_sec = _first(
-        request.grader_timeout_sec, config.grader_timeout_sec if config else None
-    )
-    inputs = manifest_inputs(
-        model_path=model_name,
-        dataset_sha256=dataset.sha256,
-        selected_source_rows=[row.source_row_index for row in rows.values()],
-        n=n,
-        rollout_name=rollout_name,
-        entrypoint=entrypoint,
-        source_digest=source_digest,
-        env=config.env if config else {},
-        secret_names=config.required_secrets if config else (),
-        agent_timeout_sec=agent_timeout_sec,
-        grader_timeout_sec=grader_timeout_sec,
-    )
-    pass_threshold: float = _first(
-        request.pass_threshold,
-        config.pass_threshold if config else None,
-        DEFAULT_PASS_THRESHOLD,
-    )
-    provenance = run_provenance(
-        workspace=config.workspace if config else None,
-        config_path=config.path if config else None,
-        config_branch=config.branch if config else None,
-        config_commit_sha=config.commit_sha if config else None,
-        advanced=config.advanced if config else None,
-        pass_threshold=pass_threshold,
-    )
-    return EvalPlan(
-        request=request,
-        config=config,
+        dataset = read.dataset_path.stem if read.mode == "servers" else DEMO_DATASET_NAME
+    return _Names(
         dataset=dataset,
-        dataset_name=dataset_name,
-        model_name=model_name,
-        rollout_name=rollout_name,
-        rows=rows,
-        items=items,
-        n=n,
-        pass_threshold=pass_threshold,
-        agent_timeout_sec=agent_timeout_sec,
-        grader_timeout_sec=grader_timeout_sec,
-        batch_size=config.batch_size if config else None,
-        run_name=request.name or default_run_name(stem),
-        mode=mode,
-        upstream=upstream,
-        dataset_source=(
-            "explicit"
-            if request.dataset_file is not None
-            else "workspace"
-            if config is not None
-            else "bundled"
-        ),
-        workspace=root,
-        secrets={name: secret_values[name] for name in config.required_secrets} if config else {},
-        inputs=inputs,
-        provenance=provenance,
+        model=config.model_path if config else STUB_MODEL,
+        rollout=config.rollout if config else DEMO_DATASET_NAME,
+        stem=request.config_path.stem if request.config_path else dataset,
     )
 
 
