@@ -52,7 +52,6 @@ from tui.screens.rollout_view import RolloutViewScreen
 from tui.screens.transcript import TranscriptScreen
 from tui.settings import Settings, load_settings, save_settings, settings_path
 from tui.sources.base import DashboardSource
-from tui.sources.replay import ReplaySource
 from tui.widgets.details import DetailsPane
 from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
@@ -488,17 +487,19 @@ class DashboardApp(App[None]):
         self.follow = not self.follow
 
     def action_step(self) -> None:
-        if isinstance(self.source, ReplaySource):
-            if not self.source.paused:
-                self.source.toggle_pause()
-            self.source.step()
+        player = self.source.playback
+        if player is not None:
+            if not player.paused:
+                player.toggle_pause()
+            player.step()
 
     def action_speed(self, factor: float) -> None:
-        if isinstance(self.source, ReplaySource):
+        player = self.source.playback
+        if player is not None:
             if factor > 1:
-                self.source.faster()
+                player.faster()
             else:
-                self.source.slower()
+                player.slower()
             self.update_summary()
 
     def action_step_back(self) -> None:
@@ -514,9 +515,10 @@ class DashboardApp(App[None]):
         self.playback.to_end()
 
     def action_pause(self) -> None:
-        if isinstance(self.source, ReplaySource):
+        player = self.source.playback
+        if player is not None:
             # A replay pauses the recording itself; the screen keeps following it.
-            self.source.toggle_pause()
+            player.toggle_pause()
             self.update_summary()
             return
         self.paused = not self.paused

@@ -14,9 +14,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 
 from core.rollout_record import RolloutRecord
-from tui.sources.attached import AttachedSource
 from tui.sources.base import DashboardSource
-from tui.sources.replay import ReplaySource
 from tui.widgets.format import CHIP_STATUSES
 from tui.widgets.table.sorting import column_keys
 
@@ -320,8 +318,8 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
     if action in LIVE_ACTIONS and source.read_only:
         return False
     if action in REPLAY_ACTIONS:
-        return isinstance(source, ReplaySource)
-    if action in OWNER_ACTIONS and isinstance(source, AttachedSource):
+        return source.playback is not None
+    if action in OWNER_ACTIONS and not source.sends_by_hand:
         return False
     if action == "cancel_server":
         return (source.can_send and record is not None and source.board.can_cancel(record)) or None

@@ -1,6 +1,6 @@
 """Fixtures for the dashboard tests: a live eval over a real server_stub, and a clean terminal.
 
-Behaviour tests run the real parts: an `EvalSource` over `server_stub` served by uvicorn on a
+Behaviour tests run the real parts: an `LiveSource` over `server_stub` served by uvicorn on a
 free loopback port that the test owns, so the test can read the server's own registry
 (`app.state.rollout_futures`) to check what happened server-side. The helpers they use are in
 tests/tui/helpers.py.
@@ -28,7 +28,7 @@ from server_stub import (
 )
 from tests.server.plugins import Echo, ExactMatch
 from tests.tui.helpers import CHAT_URL, Live, LiveFactory
-from tui.sources.live import EvalSource
+from tui.sources.live import LiveSource
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def live_eval(tmp_path: Path) -> LiveFactory:
                     **{"chat_url": CHAT_URL, "max_in_flight": 8, **request},
                 )
             )
-            source = EvalSource(plan, rerun=f"osmosis-tui eval --server {url}")
+            source = LiveSource(plan, rerun=f"osmosis-tui eval --server {url}")
             live = Live(server, url, source, tmp_path / "out" / "live", serving)
             yield live
         finally:

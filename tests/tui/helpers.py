@@ -21,7 +21,7 @@ from core.types import RolloutStatus
 from server_stub.registry import RolloutEntry
 from tests.polling import eventually
 from tui.app import DashboardApp, create_app
-from tui.sources.live import EvalSource
+from tui.sources.live import LiveSource
 from tui.widgets.event_log import EventLog
 
 # The Echo workflow calls no model; the in-process stub still answers the run's preflight.
@@ -35,7 +35,7 @@ class Live:
 
     server: FastAPI
     url: str
-    source: EvalSource
+    source: LiveSource
     folder: Path
     serving: AsyncExitStack
     closing: asyncio.Future[None] | None = None

@@ -41,7 +41,7 @@ from core.types import (
     RolloutStatus,
 )
 from tui.app import DashboardApp, create_app
-from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.base import NewRollout, Player, RunEnding, ServerView
 from tui.widgets.summary import SummaryStrip
 
 T0 = 5_000.0  # the board's start, on the frozen monotonic clock
@@ -83,6 +83,9 @@ class StaticSource:
     read_only: bool = False
     finished: bool = False
     can_send: bool = True
+    playback: Player | None = None
+    sends_by_hand: bool = True
+    detaches_on_quit: bool = False
     server_states: list[ServerView] = field(
         default_factory=lambda: [ServerView(SERVER, "accepting")]
     )

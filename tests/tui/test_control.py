@@ -26,7 +26,7 @@ from tests.tui.recordings import SLOW, replay_app, write_recording
 from tui.app import DashboardApp
 from tui.bindings import help_lines
 from tui.screens.dialogs import ConfirmScreen
-from tui.sources.live import EvalSource
+from tui.sources.live import LiveSource
 
 RUNNING = RolloutStatus.RUNNING
 IN_FLIGHT = {"sleep": 30}
@@ -43,9 +43,9 @@ def control_lines(live: Any, kind: str = "control") -> list[dict[str, Any]]:
     return [line for line in read_transitions(recording) if line["kind"] == kind]
 
 
-def source_of(app: DashboardApp) -> EvalSource:
+def source_of(app: DashboardApp) -> LiveSource:
     source = app.source
-    assert isinstance(source, EvalSource)
+    assert isinstance(source, LiveSource)
     return source
 
 

@@ -25,7 +25,7 @@ from tests.tui.helpers import (
 )
 from tui.app import DashboardApp, create_app
 from tui.screens.dialogs import ConfirmScreen
-from tui.sources.live import EvalSource
+from tui.sources.live import LiveSource
 
 IN_FLIGHT = {"sleep": 30}
 
@@ -115,7 +115,7 @@ async def test_the_embedded_demo_server_shows_as_stopped_once_the_run_is_over(
     tmp_path: Path,
 ) -> None:
     plan = prepare(EvalRequest(output=tmp_path / "out", name="demo", limit=2))
-    source = EvalSource(plan, rerun="osmosis-tui eval")
+    source = LiveSource(plan, rerun="osmosis-tui eval")
     app = create_app(source, export_dir=tmp_path)
     try:
         async with app.run_test(size=SIZE) as pilot:

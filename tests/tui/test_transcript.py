@@ -23,7 +23,7 @@ from tests.tui.transcript_states import (
 from tui.app import DashboardApp
 from tui.screens.dialogs import ConfirmScreen
 from tui.screens.transcript import TranscriptScreen
-from tui.sources.live import EvalSource
+from tui.sources.live import LiveSource
 from tui.widgets.transcript import TranscriptView
 
 FINISHED_ROW = 0  # success, its sample holding the conversation
@@ -155,7 +155,7 @@ async def test_a_live_runs_preview_shows_as_the_server_writes_it(live_eval: Live
     async with live_eval([narrating], workflow=Narrating, previews=True) as live:
         app = make_app(live)
         source = live.source
-        assert isinstance(source, EvalSource) and source.preview_root is None  # not started
+        assert isinstance(source, LiveSource) and source.preview_root is None  # not started
         async with app.run_test(size=SIZE) as pilot:
             await running_rollout(pilot, app)
             assert source.preview_root == live.folder / "previews"

@@ -14,7 +14,7 @@ from core.eval.reporter import OutputMode, RunReport, print_report, work_item_ro
 from tui.app import DashboardApp, create_app
 from tui.commands import exit_codes
 from tui.commands.std_streams import forgiving_std_streams
-from tui.sources.live import EvalSource
+from tui.sources.live import LiveSource
 
 # A polite kill and the terminal closing end the dashboard as `q` then "leave" would: no new
 # rollouts, those in flight left to their leases, the results written (exit 1). A second
@@ -30,7 +30,7 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
         # Notices come once the app runs, by which time `app` below exists.
         app.call_later(app.report, message, severity="warning")
 
-    source = EvalSource(plan, rerun=rerun, on_notice=notice)
+    source = LiveSource(plan, rerun=rerun, on_notice=notice)
     source.session.claim_name()  # a name in use is refused before the dashboard opens
     app = create_app(source, export_dir=plan.request.output)
     with settled_for_a_run():

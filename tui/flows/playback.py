@@ -1,7 +1,7 @@
 """Playing a replay back: the keys that move the player (`,` a step back, `:` a time, `<` the
 start, `>` the end), and what a move changes on the screen.
 
-Going back plays the recording again from the start onto a new board (`ReplaySource`), so
+Going back plays the recording again from the start onto a new board (the source's `Player`), so
 before each repaint `sync` hands a replaced board to the app (`DashboardApp.use_board`), and
 keeps the event log saying what the recording told of up to the replayed moment: cancels,
 untracks, requeues, rollouts sent by hand, dispatch steered.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tui.screens.seek import SeekScreen
-from tui.sources.replay import ReplaySource
+from tui.sources.base import Player
 
 if TYPE_CHECKING:
     from tui.app import DashboardApp
@@ -26,9 +26,8 @@ class PlaybackFlow:
         self._notes_shown = 0
 
     @property
-    def player(self) -> ReplaySource | None:
-        source = self.app.source
-        return source if isinstance(source, ReplaySource) else None
+    def player(self) -> Player | None:
+        return self.app.source.playback
 
     def sync(self) -> None:
         """Before a repaint: show the player's board if it replaced the one shown (it went

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tui.screens.dialogs import QuitScreen
-from tui.sources.attached import AttachedSource
 
 if TYPE_CHECKING:
     from tui.app import DashboardApp
@@ -39,7 +38,7 @@ class QuitFlow:
         if source.read_only or source.finished or self.quitting:
             app.exit()
             return
-        if isinstance(source, AttachedSource):  # the run goes on where it runs
+        if source.detaches_on_quit:  # the run goes on where it runs
             app.exit()
             return
         if app.run_state == "ended":  # the run stopped on an error: nothing to wind down

@@ -42,6 +42,18 @@ class AttachedSource:
         return f"attached{by} · model {run.model} · dataset {run.dataset} · rollout {run.rollout}"
 
     @property
+    def playback(self) -> None:
+        return None
+
+    @property
+    def sends_by_hand(self) -> bool:
+        return False
+
+    @property
+    def detaches_on_quit(self) -> bool:
+        return True
+
+    @property
     def read_only(self) -> bool:
         return False
 

@@ -50,8 +50,71 @@ class NewRollout:
     system_prompt: str | None = None
 
 
+class Player(Protocol):
+    """The controls of a source that plays a recording back (a replay)."""
+
+    board: RolloutBoard
+    """The board played onto; going back replaces it with a new one, played from the start."""
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def notes(self) -> list[tuple[float, str]]:
+        """What the recording told besides the rollouts' states, at its moments."""
+        ...
+
+    @property
+    def played(self) -> float:
+        """Seconds of the recording played so far."""
+        ...
+
+    @property
+    def length(self) -> float:
+        """Seconds from the recording's start to its end."""
+        ...
+
+    def toggle_pause(self) -> None: ...
+
+    def step(self) -> None:
+        """Play the next event (while paused)."""
+        ...
+
+    def step_back(self) -> None: ...
+
+    def faster(self) -> None: ...
+
+    def slower(self) -> None: ...
+
+    def seek(self, seconds: float) -> None: ...
+
+    def rewind(self) -> None: ...
+
+    def to_end(self) -> None: ...
+
+
 class DashboardSource(Protocol):
     board: RolloutBoard
+
+    # -- what this source can do: the keys and the quit follow from these -----------------
+
+    @property
+    def playback(self) -> Player | None:
+        """The player when the source plays a recording back (the playback keys work); None
+        for a run."""
+        ...
+
+    @property
+    def sends_by_hand(self) -> bool:
+        """Whether this dashboard may send rollouts by hand (`n`, `r`): the run's own, not a
+        replay nor a viewer attached to the run from another process."""
+        ...
+
+    @property
+    def detaches_on_quit(self) -> bool:
+        """Quitting leaves the work going where it runs (a viewer attached to it): no
+        question, nothing to wind down."""
+        ...
 
     @property
     def title(self) -> str: ...

@@ -18,7 +18,7 @@ from core.rollout_record import RequestOptions
 from tui.sources.base import NewRollout, RunEnding, ServerView
 
 
-class EvalSource:
+class LiveSource:
     """Runs an `EvalSession` for the dashboard and adds rollouts typed in by hand.
 
     The session runs in a task of its own, not in the dashboard's worker: however the app
@@ -54,6 +54,18 @@ class EvalSource:
         return (
             f"model {plan.model_name} · dataset {plan.dataset_name} · rollout {plan.rollout_name}"
         )
+
+    @property
+    def playback(self) -> None:
+        return None
+
+    @property
+    def sends_by_hand(self) -> bool:
+        return True
+
+    @property
+    def detaches_on_quit(self) -> bool:
+        return False
 
     @property
     def read_only(self) -> bool:

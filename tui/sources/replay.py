@@ -182,6 +182,18 @@ class ReplaySource:
         )
 
     @property
+    def playback(self) -> ReplaySource:
+        return self
+
+    @property
+    def sends_by_hand(self) -> bool:
+        return False
+
+    @property
+    def detaches_on_quit(self) -> bool:
+        return False
+
+    @property
     def read_only(self) -> bool:
         return True
 
