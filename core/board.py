@@ -66,7 +66,7 @@ class ChangeFeed:
         self._added: list[str] = []
         self._version = 0
 
-    def mark(self, rollout_id: str) -> None:
+    def note_change(self, rollout_id: str) -> None:
         self._changed.add(rollout_id)
 
     def add(self, rollout_id: str) -> None:
@@ -325,7 +325,7 @@ class RolloutBoard:
     def _mark_known(self, rollout_id: str) -> None:
         # A rollout not on the board yet is marked when it is added.
         if rollout_id in self.records:
-            self._mark(rollout_id)
+            self._note_change(rollout_id)
 
     # -- observing -------------------------------------------------------------------------
 
@@ -359,7 +359,7 @@ class RolloutBoard:
                 self._status_counts[status] += 1
             self._counted_as[rollout_id] = status
         self._count_failure(record)
-        self._mark(rollout_id)
+        self._note_change(rollout_id)
         if record.finished and isinstance(record.observed, RolloutHandle):
             # Its handle has nothing more to observe: what it saw is kept, its polling state
             # is let go, so that a long run's finished rollouts cost what they show, no more.
@@ -418,16 +418,16 @@ class RolloutBoard:
     def failures_by_category(self) -> Counter[str]:
         return Counter(self._failures)
 
-    def _mark(self, rollout_id: str) -> None:
+    def _note_change(self, rollout_id: str) -> None:
         for feed in self._feeds:
-            feed.mark(rollout_id)
+            feed.note_change(rollout_id)
 
     def touch(self, rollout_id: str) -> None:
         """Put a record in the next change batches for what was set on it from outside the
         board's methods (a copy of another process's board sets its cancels, its model calls
         and its poll counts as that board reports them)."""
         if rollout_id in self.records:
-            self._mark(rollout_id)
+            self._note_change(rollout_id)
 
     # -- change batches --------------------------------------------------------------------
 
@@ -469,7 +469,7 @@ class RolloutBoard:
         assert record.client is not None
         request = CancelRequest(requested_at=time.monotonic())
         record.cancels.append(request)
-        self._mark(record.rollout_id)
+        self._note_change(record.rollout_id)
         if self._on_cancel is not None:
             self._on_cancel(record, request)
         try:
@@ -482,7 +482,7 @@ class RolloutBoard:
             answer = request.disposition
         if record.finished:
             request.answered_at = request.answered_at or time.monotonic()
-        self._mark(record.rollout_id)
+        self._note_change(record.rollout_id)
         if self._on_cancel is not None:
             self._on_cancel(record, request)
         return answer
@@ -496,7 +496,7 @@ class RolloutBoard:
             return
         if not any(known is cancel for known in record.cancels):
             record.cancels.append(cancel)
-        self._mark(rollout_id)
+        self._note_change(rollout_id)
 
     def stop_tracking(self, ids: Iterable[str]) -> list[str]:
         """Stop polling these rollouts locally; nothing is sent to the server."""
