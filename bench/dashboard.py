@@ -44,6 +44,9 @@ class SyntheticSource:
     can_send = False
     preview_root = None
     ending = None
+    playback = None
+    sends_by_hand = False
+    detaches_on_quit = False
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, None, 0)
