@@ -11,7 +11,7 @@ from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
 
 if TYPE_CHECKING:
-    from tui.app import DashboardApp
+    from tui.flows.host import FlowHost
 
 # How many of the servers' answers one report line quotes.
 QUOTED_ANSWERS = 3
@@ -20,7 +20,7 @@ QUOTED_ANSWERS = 3
 class CancelFlow:
     """Asks, then cancels; the rows show the outcome as the board's changes come in."""
 
-    def __init__(self, app: DashboardApp) -> None:
+    def __init__(self, app: FlowHost) -> None:
         self.app = app
 
     def ask_one(self, record: RolloutRecord) -> None:

@@ -20,7 +20,7 @@ from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
 
 if TYPE_CHECKING:
-    from tui.app import DashboardApp
+    from tui.flows.host import FlowHost
 
 #: What a source raises when the run does not do what was asked: the run's own refusal
 #: (`ControlRefused`, a RuntimeError, as a replay's), or, from an attached dashboard, the
@@ -43,7 +43,7 @@ def can_requeue(record: RolloutRecord) -> bool:
 class ControlFlow:
     """Acts on the run's dispatch through the source, and says what it did."""
 
-    def __init__(self, app: DashboardApp) -> None:
+    def __init__(self, app: FlowHost) -> None:
         self.app = app
         self._turn = asyncio.Lock()
 

@@ -2,7 +2,7 @@
 start, `>` the end), and what a move changes on the screen.
 
 Going back plays the recording again from the start onto a new board (the source's `Player`), so
-before each repaint `sync` hands a replaced board to the app (`DashboardApp.use_board`), and
+before each repaint `sync` hands a replaced board to the app (`FlowHost.use_board`), and
 keeps the event log saying what the recording told of up to the replayed moment: cancels,
 untracks, requeues, rollouts sent by hand, dispatch steered.
 """
@@ -15,13 +15,13 @@ from tui.screens.seek import SeekScreen
 from tui.sources.base import Player
 
 if TYPE_CHECKING:
-    from tui.app import DashboardApp
+    from tui.flows.host import FlowHost
 
 
 class PlaybackFlow:
     """The replay's player keys, and its board and notes kept on the screen."""
 
-    def __init__(self, app: DashboardApp) -> None:
+    def __init__(self, app: FlowHost) -> None:
         self.app = app
         self._notes_shown = 0
 

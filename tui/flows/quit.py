@@ -5,7 +5,7 @@ once when there is nothing to wind down: a replay, a run that is over, or a run 
 process runs (a dashboard attached to it only detaches; the question is that process's).
 With rollouts in flight the quit screen asks whether to cancel them on their servers or leave
 them to their leases (or go back); either way the run is interrupted, and the app exits once
-the run has wound down (`DashboardApp.run_source`). Leaving at once (a second `q` while it
+the run has wound down (the app's `run_source`). Leaving at once (a second `q` while it
 winds down) cuts no corner: the CLI ends the run and writes its results after the app is gone
 (`tui.commands.dashboard.run_and_close`).
 """
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 from tui.screens.dialogs import QuitScreen
 
 if TYPE_CHECKING:
-    from tui.app import DashboardApp
+    from tui.flows.host import FlowHost
 
 
 class QuitFlow:
     """The way out of one dashboard app."""
 
-    def __init__(self, app: DashboardApp) -> None:
+    def __init__(self, app: FlowHost) -> None:
         self.app = app
         #: Quitting has begun: the app exits as soon as the run has wound down.
         self.quitting = False

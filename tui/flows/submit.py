@@ -10,13 +10,13 @@ from tui.screens.dialogs import NewRolloutScreen
 from tui.sources.base import NewRollout
 
 if TYPE_CHECKING:
-    from tui.app import DashboardApp
+    from tui.flows.host import FlowHost
 
 
 class SubmitFlow:
     """Sends what the user asked for and says what became of it."""
 
-    def __init__(self, app: DashboardApp) -> None:
+    def __init__(self, app: FlowHost) -> None:
         self.app = app
 
     def ask_new(self) -> None:
