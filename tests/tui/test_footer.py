@@ -83,6 +83,11 @@ async def test_the_footer_is_composed_again_only_when_what_a_key_does_changed() 
         source.can_send = False  # the servers went away: nothing can be sent
         app.repaint()
         assert len(published) == 1
-        await until(pilot, lambda: list(footer.query(FooterKey)) != keys)
-        new = next(key for key in footer.query(FooterKey) if key.action == "new_rollout")
-        assert new.has_class("-disabled")
+
+        def new_rollout_disabled() -> bool:
+            # The recomposed footer mounts its keys over a few frames; wait for the one asserted.
+            keys_now = list(footer.query(FooterKey))
+            new = [key for key in keys_now if key.action == "new_rollout"]
+            return keys_now != keys and bool(new) and new[0].has_class("-disabled")
+
+        await until(pilot, new_rollout_disabled)
