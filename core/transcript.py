@@ -62,6 +62,14 @@ _IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
 _OUTPUT_ITEM = "message"
 # Names, statuses and ids are short; a longer value is cut (preview ids are at most 256).
 MAX_NAME_CHARS = 256
+#: How many levels of content a message's text is read through: each output item (or list of
+#: them) whose content is more items goes one level down, and a string that JSON-encodes them
+#: is at the level of what it holds. Real conversations use two or three. Each level costs the
+#: reader a few stack frames, and a 16 kB string of items nested ~560 deep (in a dataset
+#: prompt, a preview) took it past Python's recursion limit inside the dashboard (issue 30);
+#: what lies deeper shows as `NESTED_TOO_DEEPLY`.
+MAX_CONTENT_DEPTH = 32
+NESTED_TOO_DEEPLY = "[unprintable: nested too deeply]"
 
 
 @dataclass(frozen=True)
@@ -334,20 +342,29 @@ def content_text(content: object) -> str:
     """A message's content as text: a string as it is, the text of content parts (an image as
     `[image]`), anything else as JSON. OpenAI Agents rollouts keep the SDK's shapes: an output
     item (`{"type": "message", "content": [parts]}`) reads as its parts, and a string that is
-    such parts or items JSON-encoded as their text (any other JSON string stays as it is)."""
+    such parts or items JSON-encoded as their text (any other JSON string stays as it is).
+    Content nested more than `MAX_CONTENT_DEPTH` levels shows `NESTED_TOO_DEEPLY` there."""
+    return _content_text(content, MAX_CONTENT_DEPTH)
+
+
+def _content_text(content: object, depth_left: int) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
         encoded = _encoded_parts(content)
-        return content if encoded is None else content_text(encoded)
+        if encoded is None:
+            return content
+        content = encoded  # its parts, at the string's own level
+    if isinstance(content, (list, Mapping)) and depth_left <= 0:
+        return NESTED_TOO_DEEPLY
     if isinstance(content, list):
-        return "\n".join(_part_text(part) for part in content)
+        return "\n".join(_part_text(part, depth_left - 1) for part in content)
     if isinstance(content, Mapping):
-        return _part_text(content)
+        return _part_text(content, depth_left - 1)
     return _json_text(content)
 
 
-def _part_text(part: object) -> str:
+def _part_text(part: object, depth_left: int) -> str:
     if isinstance(part, str):
         return part
     if isinstance(part, Mapping):
@@ -359,7 +376,7 @@ def _part_text(part: object) -> str:
         if kind == "refusal" and isinstance(part.get("refusal"), str):
             return str(part["refusal"])
         if kind == _OUTPUT_ITEM and "content" in part:
-            return content_text(part["content"])
+            return _content_text(part["content"], depth_left)
     return _json_text(part)
 
 

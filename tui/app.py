@@ -11,6 +11,9 @@ out (`q`, ctrl+q, ctrl+c, the palette's Quit) is the quit flow's.
 
 The theme and the sort are remembered between runs (settings.py).
 
+An error in the dashboard itself (a widget that fails to draw, a handler that raises) closes
+it at once (`_fatal_error`); its caller says it in one line and ends the run as a quit does.
+
 Once the source's work has ended, the app's time stops there (`now`): the clock, the ETA,
 the durations and the sparkline stand still, and the end banner says why it ended and how
 to go on, until the app quits.
@@ -18,8 +21,11 @@ to go on, until the app quits.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
@@ -64,9 +70,15 @@ from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort, next_sort, pick
 from tui.widgets.table.view import TableView, next_server, toggle_status
 
+logger = logging.getLogger(__name__)
+
 Clock = Callable[[], float]
 
 REPAINT_HZ = 3.0
+#: The frames of a dashboard error's traceback that are logged (the innermost: where it broke).
+LOGGED_FRAMES = 40
+#: How much of a dashboard error's message is said (it may quote the rollout's text).
+SAID_ERROR_CHARS = 200
 
 
 class DashboardApp(App[None]):
@@ -158,6 +170,8 @@ class DashboardApp(App[None]):
         self._key_states: tuple[bool | None, ...] = ()
         self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
+        #: What failed in the dashboard itself, as one line (`note_failure`); None: nothing.
+        self.failure: str | None = None
         self.settings_file = settings_path()
         self._apply_settings(load_settings(self.settings_file))
 
@@ -571,6 +585,30 @@ class DashboardApp(App[None]):
 
     def _remember_settings(self) -> None:
         save_settings(self.settings_file, Settings(self.theme, self.sort))
+
+    # -- an error in the dashboard itself ----------------------------------------------------
+
+    def _fatal_error(self) -> None:
+        """Textual's end for an error nobody caught: it drew the traceback with every frame's
+        locals inside the run's own event loop, which for a deep recursion took minutes and a
+        GiB with the run's signals unanswered, and then the run died unwritten (issue 30). Here
+        the error is noted (`note_failure`) and the app closes: its caller (`run_and_close`)
+        says it and ends the run as a quit does, its results written. Textual has already kept
+        the error (a test's pilot raises it again) and set the exit status."""
+        error = sys.exc_info()[1] or self._exception  # Textual calls it where it caught it
+        if error is not None:
+            self.note_failure(error)
+        self._close_messages_no_wait()
+
+    def note_failure(self, error: BaseException) -> None:
+        """Log an error in the dashboard itself (its traceback's innermost frames, no locals)
+        and keep the first one's line (`failure`) to say once the terminal is back."""
+        lines = traceback.format_exception(
+            type(error), error, error.__traceback__, limit=-LOGGED_FRAMES
+        )
+        logger.error("the dashboard failed: %s", "".join(lines).rstrip())
+        if self.failure is None:
+            self.failure = one_line(f"{type(error).__name__}: {error}"[:SAID_ERROR_CHARS])
 
     # -- command palette ---------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import pytest
 import core.transcript as transcript_module
 from core.transcript import (
     MAX_READ_BYTES,
+    NESTED_TOO_DEEPLY,
     PreviewWatcher,
     ToolCall,
     ToolResult,
@@ -35,6 +36,7 @@ from core.types import (
 from server_stub import previews as stub_previews
 from server_stub.message_source import MessageSource
 from server_stub.workflow import RolloutContext
+from tests.deep_content import nested_items, nested_items_text
 from tests.polling import eventually
 
 ROLLOUT_ID = "r-1"
@@ -379,6 +381,22 @@ def test_a_long_sample_keeps_its_latest_messages_numbered_in_the_whole() -> None
     assert transcript.truncated and transcript.turn == MAX_PREVIEW_STEPS + 20
     assert len(transcript.steps) == MAX_PREVIEW_STEPS
     assert (transcript.steps[0].text, transcript.steps[0].step_id) == ("m20", 21)
+
+
+def test_messages_nested_hundreds_deep_read_to_the_bound(tmp_path: Path) -> None:
+    """Issue 30: a preview's step, a tool's answer and a sample's message holding items nested
+    600 deep (a JSON document Python still parses) read as far as the bound, then the mark."""
+    deep = nested_items(600)
+    step = {"source": "agent", "message": deep, "observation": {"results": [{"content": deep}]}}
+    path = write(tmp_path / PREVIEW_FILE, {"steps": [step, {"source": "user", "message": "hi"}]})
+    transcript, problems = read_or_problem(path)
+    assert transcript is not None, problems
+    assert transcript.steps[0].text == NESTED_TOO_DEEPLY
+    assert transcript.steps[0].tool_results[0].text == NESTED_TOO_DEEPLY
+    assert transcript.steps[1].text == "hi"
+    messages = [{"role": "user", "content": nested_items_text(350)}]
+    sample = transcript_of_sample(RolloutSample(messages=messages))
+    assert sample.steps[0].text == NESTED_TOO_DEEPLY
 
 
 # -- following the file -----------------------------------------------------------------------

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+import pytest
+from rich.console import Console, ConsoleOptions, RenderResult
+from textual.pilot import Pilot
+
 from tests.tui.helpers import (
     SIZE,
     LiveFactory,
@@ -13,6 +20,7 @@ from tests.tui.helpers import (
     toasts,
     until,
 )
+from tui.commands.dashboard import run_and_close
 from tui.screens.dialogs import ConfirmScreen
 
 IN_FLIGHT = {"sleep": 30}
@@ -65,3 +73,38 @@ async def test_a_run_that_fails_as_a_whole_keeps_the_dashboard(live_eval: LiveFa
             assert toasts(app) and app.return_code is None
             await pilot.press("q")  # nothing is running: no question, just leave
             await until(pilot, lambda: app.return_code is not None, timeout=2)
+
+
+class _CannotDraw:
+    """A renderable that fails as it is drawn."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        raise RuntimeError("a pane that cannot draw")
+
+
+async def test_an_error_while_drawing_ends_the_run_with_its_results_written(
+    live_eval: LiveFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 30: an error nobody caught in the dashboard (here the details pane failing as it is
+    drawn) closes it with one line said and its traceback in logs.txt, without its locals;
+    then the run ends as a quit ends it, its results written (as the CLI runs the app)."""
+    monkeypatch.setattr("tui.widgets.details.describe", lambda *_: _CannotDraw())
+    async with live_eval([row(**IN_FLIGHT), row()]) as live:
+        app = make_app(live)
+
+        async def open_details(pilot: Pilot[None]) -> None:
+            await running_rollout(pilot, app)
+            await pilot.press("enter")
+
+        await asyncio.wait_for(
+            run_and_close(app, headless=True, size=SIZE, auto_pilot=open_details), timeout=60
+        )
+        assert app.return_code == 1
+        metrics = json.loads((live.folder / "metrics.json").read_text())
+        assert metrics["eval_run"]["status"] == "incomplete"
+        log = (live.folder / "logs.txt").read_text()
+        assert "the dashboard failed: Traceback" in log
+        assert "RuntimeError: a pane that cannot draw" in log
+    said = capsys.readouterr().err
+    assert "the dashboard failed (RuntimeError: a pane that cannot draw)" in said
+    assert "locals" not in said and "Traceback" not in said

@@ -51,7 +51,8 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
 async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
     """Run `app` (`run_options` as `App.run_async` takes them); however it ends (a quit, a
     second `q` while the run winds down, an error anywhere in it, SIGTERM or SIGHUP), then end
-    its source's work and wait until the results are written."""
+    its source's work and wait until the results are written. An error in the dashboard is
+    said in one line (its traceback is in the log), never raised from here."""
     loop = asyncio.get_running_loop()
     stops = 0
 
@@ -66,8 +67,14 @@ async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
         loop.add_signal_handler(signum, stop)
     try:
         await app.run_async(**run_options)
+    except Exception as error:
+        # An error past Textual's own catching (a screen that failed to draw failing again as
+        # the app closes): noted as the others are, and the run ends below all the same.
+        app.note_failure(error)
     finally:
         with forgiving_std_streams("the run goes on to write its results"):
+            if app.failure is not None:
+                print(f"osmosis-tui: the dashboard failed ({app.failure})", file=sys.stderr)
             if not app.source.finished:
                 print("winding the run down and writing its results…", file=sys.stderr, flush=True)
             await app.source.close()

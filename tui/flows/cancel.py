@@ -9,6 +9,7 @@ from rich.text import Text
 
 from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
+from tui.widgets.format import plain
 
 if TYPE_CHECKING:
     from tui.flows.host import FlowHost
@@ -29,9 +30,9 @@ class CancelFlow:
             return
         question = Text.assemble(
             "Cancel rollout ",
-            (record.rollout_id, "bold"),
+            plain(record.rollout_id, "bold"),
             f" (row {record.source_row_index}) on ",
-            (record.server or "its server", "bold"),
+            plain(record.server or "its server", "bold"),
             "?\n\nThe server stops its work; ",
             "the row ends as cancelled."
             if not record.untracked

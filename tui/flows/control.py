@@ -18,6 +18,7 @@ from rich.text import Text
 from core.eval.attach.unix_socket import ControlError
 from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
+from tui.widgets.format import plain
 
 if TYPE_CHECKING:
     from tui.flows.host import FlowHost
@@ -120,7 +121,7 @@ class ControlFlow:
             record = targets[0]
             question = Text.assemble(
                 "Requeue rollout ",
-                (record.rollout_id, "bold"),
+                plain(record.rollout_id, "bold"),
                 f" (row {record.row_index}, try {record.run_index})?\n\n",
                 "It is cancelled on its server, and its work item runs again under a new id; "
                 "the cancelled attempt is not the item's result.",

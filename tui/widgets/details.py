@@ -36,11 +36,13 @@ CALLS_LISTED = 12
 
 
 def _pairs(rows: list[tuple[str, RenderableType]]) -> Table:
+    """Key and value rows. A key may be the rollout's (a message's role): drawn through `plain`,
+    as a string cell would be read as markup."""
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(plain(key), value)
     return table
 
 
@@ -75,7 +77,7 @@ def _origin(record: RolloutRecord) -> list[tuple[str, RenderableType]]:
                 "requeued",
                 Text.assemble(
                     "its work item runs again as ",
-                    (record.requeued_as, "bold"),
+                    plain(record.requeued_as, "bold"),
                     "; this attempt is not its result",
                     style="yellow",
                 ),

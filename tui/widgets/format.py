@@ -86,4 +86,5 @@ def plain(text: str, style: str = "", *, wrap: bool = False) -> Text:
 
 
 def status_text(status: str) -> Text:
-    return Text(status.replace("_", " "), style=STATUS_STYLES.get(status, ""))
+    """A display status (an attached run's may be any text) in its style."""
+    return plain(status.replace("_", " "), STATUS_STYLES.get(status, ""))

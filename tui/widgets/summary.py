@@ -16,7 +16,7 @@ from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
 from core.rollout_record import NOT_ADMITTED
 from tui.sources.base import ServerView
-from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, money, plain
+from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, money, one_line, plain
 
 # A chip per status, then the board's own counts of stuck and untracked rollouts (and one for
 # rollouts never admitted, when there are some).
@@ -73,7 +73,7 @@ class RunHeader(Static):
             right.append(" ")
             right.append_text(plain(server.url.removeprefix("http://")))
             if server.state != "accepting":
-                right.append(f" {server.state}", style)
+                right.append(f" {one_line(server.state)}", style)  # an attached run's word
             if server.restarts:
                 right.append(f" restarted×{server.restarts}", "yellow")
             right.append("  ")

@@ -89,7 +89,9 @@ def steps(transcript: Transcript, redact: Redact | None) -> RenderableType:
 
 def _step(step: TranscriptStep, position: int, redact: Redact | None) -> RenderableType:
     number = step.step_id if step.step_id is not None else position
-    title = Text.assemble((step.role, ROLE_STYLES.get(step.role, "bold")), (f"  #{number}", "dim"))
+    title = Text.assemble(
+        plain(step.role, ROLE_STYLES.get(step.role, "bold")), (f"  #{number}", "dim")
+    )
     if step.call_id is not None:
         title.append_text(_safe(f"  answers {step.call_id}", redact, "dim"))
     parts: list[RenderableType] = [title]

@@ -41,10 +41,11 @@ class ServedDemo:
         self.process.stdout.close()
 
 
-def start_served_demo(*extra: str) -> ServedDemo:
+def start_served_demo(*extra: str, **env: str) -> ServedDemo:
+    """The server, with the flags `extra` and the variables `env` besides the tests' own."""
     process = subprocess.Popen(
         osmosis("serve", "--demo", "--port", "0", "--max-concurrent", "8", *extra),
-        env=child_env(),
+        env=child_env(**env),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -72,8 +73,8 @@ def start_served_demo(*extra: str) -> ServedDemo:
 
 
 @contextlib.contextmanager
-def served_demo(*extra: str) -> Iterator[ServedDemo]:
-    server = start_served_demo(*extra)
+def served_demo(*extra: str, **env: str) -> Iterator[ServedDemo]:
+    server = start_served_demo(*extra, **env)
     try:
         yield server
     finally:

@@ -148,7 +148,8 @@ def row_cells(
         "tokens": (compact_count(record.model.tokens), ""),
         "model": model_activity(record, now),
         "error": (error_text(record), "red"),
-        "flags": (", ".join(flags(record, board, now)), "yellow"),
+        # A cancel's disposition is the server's word (or a folder's).
+        "flags": (one_line(", ".join(flags(record, board, now))), "yellow"),
     }
 
 
