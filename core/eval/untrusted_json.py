@@ -117,6 +117,18 @@ def utc_moment(value: object) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
+def utc_time(value: object) -> datetime | None:
+    """An ISO-8601 time (as `utc_moment` reads it) in UTC; None when it is none, or lies past
+    the calendar's ends there (year 1 with an offset east of UTC, year 9999 with one west)."""
+    moment = utc_moment(value)
+    if moment is None:
+        return None
+    try:
+        return moment.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        return None
+
+
 def epoch_seconds(value: object) -> float | None:
     """An ISO-8601 time (as `utc_moment` reads it) as seconds since the epoch; None when it is
     none, or lies where a timestamp cannot (year 1 with an offset before UTC)."""
@@ -144,4 +156,5 @@ __all__ = [
     "text_of",
     "too_deep",
     "utc_moment",
+    "utc_time",
 ]

@@ -181,3 +181,58 @@ def test_runs_under_an_empty_or_missing_root(tmp_path: Path) -> None:
     assert (answer.returncode, answer.stdout) == (0, "no runs under nowhere\n")
     answer = runs(tmp_path, "-o", "nowhere", "--json")
     assert json.loads(answer.stdout)["runs"] == []
+
+
+def _strict_json(text: str) -> Any:
+    """JSON as the standard has it: `Infinity` and `NaN` are no JSON."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is no JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_folders_odd_start_or_duration_is_named_and_the_rest_listed(tmp_path: Path) -> None:
+    output = tmp_path / EVALS
+    odd: dict[str, tuple[str, str]] = {
+        "year-one": ("started_at", '"0001-01-01T00:00:00+05:00"'),
+        "year-9999": ("started_at", '"9999-12-31T23:59:59-05:00"'),
+        "endless": ("duration_ms", "Infinity"),
+        "nan": ("duration_ms", "NaN"),
+        "huge": ("duration_ms", "1" + "0" * 400),
+        "past-float": ("duration_ms", "1e400"),
+        "negative": ("duration_ms", "-5000"),
+    }
+    for name, (field, value) in odd.items():
+        metrics = official_run(output, name) / "metrics.json"
+        document = json.loads(metrics.read_text())
+        document["eval_run"][field] = "@ODD@"
+        metrics.write_text(json.dumps(document).replace('"@ODD@"', value))
+    official_run(output, "plain")
+
+    answer = runs(tmp_path, "--json")
+    assert answer.returncode == 0, answer.stderr
+    found = {run["name"]: run for run in _strict_json(answer.stdout)["runs"]}
+    assert sorted(found) == sorted([*odd, "plain"])
+    for name, (field, _) in odd.items():
+        run = found[name]
+        assert run["done"] == 5 and run["status"] == "finished"
+        if field == "started_at":
+            assert run["started_at"] is None
+            assert run["duration_sec"] == 7.970108212999548
+            assert "metrics.json: eval_run.started_at is no time that can be read" in run["problem"]
+        else:
+            assert run["started_at"] == STARTED
+            assert run["duration_sec"] is None
+            assert "metrics.json: eval_run.duration_ms is no duration" in run["problem"]
+    assert found["plain"]["problem"] is None
+
+    table = runs(tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "Traceback" not in table.stderr
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:] if line}
+    for name in odd:
+        assert "finished (unreadable parts)" in rows[name]
+        assert f"{name}: {EVALS / name / 'metrics.json'}: eval_run." in table.stdout
+    assert "-5.0s" not in table.stdout
+    assert rows["plain"].split()[1:4] == ["finished", "5/5", "60%"]
