@@ -22,6 +22,7 @@ Nothing here loads an HTTP stack: listing stays quick.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,7 +40,7 @@ from core.eval.results.folder import (
 from core.eval.results.lock import lock_holder
 from core.eval.results.manifest import ManifestError, read_manifest, work_item_count
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, progress, recorded_pass_threshold
-from core.eval.untrusted_json import float_of, load_json, text_of, utc_time
+from core.eval.untrusted_json import float_of, load_json_file, text_of, utc_time
 
 ListedStatus = Literal["running", "incomplete", "finished"]
 Tool = Literal["osmosis-tui", "osmosis"]
@@ -87,10 +88,12 @@ def list_runs(output: Path, *, now: datetime | None = None) -> list[ListedRun]:
         folders = sorted(path for path in output.iterdir() if path.name != LOCKS_DIR)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    # A manifest that cannot be read (a FIFO, a symlink) still makes a run folder: listed, with
+    # what could not be read said.
     return [
         describe_run(folder, now=now)
         for folder in folders
-        if folder.is_dir() and (folder / MANIFEST_FILE).is_file()
+        if folder.is_dir() and os.path.lexists(folder / MANIFEST_FILE)
     ]
 
 
@@ -105,7 +108,11 @@ def describe_run(folder: Path, *, now: datetime | None = None) -> ListedRun:
     metrics = _metrics(folder / METRICS_FILE, problems)
     found = metrics.get("eval_run")
     eval_run: dict[str, Any] = found if isinstance(found, dict) else {}
-    results = Journal.load(folder / EVENTS_FILE, on_warning=problems.append)
+    try:
+        results = Journal.load(folder / EVENTS_FILE, on_warning=problems.append)
+    except OSError as exc:
+        problems.append(f"{folder / EVENTS_FILE} cannot be read ({exc.strerror or exc})")
+        results = {}
     inputs = manifest.get("inputs")
     total = work_item_count(inputs) if isinstance(inputs, dict) else None
     threshold = recorded_pass_threshold(metrics)
@@ -143,10 +150,13 @@ def describe_run(folder: Path, *, now: datetime | None = None) -> ListedRun:
 
 def _metrics(path: Path, problems: list[str]) -> dict[str, Any]:
     try:
-        document = load_json(path.read_text(encoding="utf-8"))
+        document = load_json_file(path)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except OSError as exc:
+        problems.append(f"{path} cannot be read ({exc.strerror or exc})")
+        return {}
+    except ValueError as exc:
         problems.append(f"{path} cannot be read ({exc})")
         return {}
     return document if isinstance(document, dict) else {}
