@@ -5,11 +5,12 @@ and never more than a bound.
 A path may name anything: a FIFO (a plain open would wait forever for a writer), `/dev/zero`
 or a 1 GiB file (a whole read takes all memory), a symlink to either. `open_regular` opens
 without following a symlink (`O_NOFOLLOW`) and without blocking (`O_NONBLOCK`, which makes the
-open of a FIFO return at once), then refuses what `fstat` says is not a regular file.
-`read_document` reads a JSON document whole up to `limit` bytes, and refuses a longer one;
-`read_lines` streams a JSON-lines file line by line, keeping at most `max_line` bytes of each
-(a longer line is reported by its length, not kept), so a file of any size is read in bounded
-memory. Each refusal is an `OSError` whose `strerror` says what was not read and why.
+open of a FIFO return at once), then refuses what `fstat` says is not a regular file; given
+the folder the file lies `under` (a previews root), it follows no symlink below that folder
+either. `read_document` reads a JSON document whole up to `limit` bytes, and refuses a longer
+one; `read_lines` streams a JSON-lines file line by line, keeping at most `max_line` bytes of
+each (a longer line is reported by its length, not kept), so a file of any size is read in
+bounded memory. Each refusal is an `OSError` whose `strerror` says what was not read and why.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
 _CHUNK = 64 * 1024
 
+# Non-blocking, so that a FIFO's open returns at once (it is then refused by its type).
+_FILE_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+)
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
@@ -38,21 +44,18 @@ _KINDS = (
 )
 
 
-def open_regular(path: Path) -> int:
+def open_regular(path: Path, *, under: Path | None = None) -> int:
     """A read-only descriptor on the regular file `path`; `OSError` (`FileNotFoundError` when
-    it does not exist) when it is a symlink or not a regular file. The caller closes it."""
-    flags = (
-        os.O_RDONLY
-        | getattr(os, "O_NONBLOCK", 0)
-        | getattr(os, "O_NOFOLLOW", 0)
-        | getattr(os, "O_CLOEXEC", 0)
-    )
-    try:
-        descriptor = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # O_NOFOLLOW's answer for a symlink
-            raise OSError(errno.ELOOP, "a symbolic link: not followed", str(path)) from None
-        raise
+    it does not exist) when it is a symlink or not a regular file. The caller closes it.
+
+    With `under` (a folder `path` lies in), no symlink is followed anywhere below `under`
+    either: each folder on the way is opened from the one above it (`dir_fd`) without
+    following a link, where `O_NOFOLLOW` alone covers only the last component.
+    """
+    if under is None:
+        descriptor = _open_at(path, path, _FILE_FLAGS, None)
+    else:
+        descriptor = _open_below(path, under)
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
@@ -64,12 +67,51 @@ def open_regular(path: Path) -> int:
     return descriptor
 
 
+def _open_below(path: Path, under: Path) -> int:
+    try:
+        parts = path.relative_to(under).parts
+    except ValueError:
+        raise OSError(errno.EINVAL, f"not inside {under}: not read", str(path)) from None
+    if not parts:
+        raise OSError(errno.EISDIR, "the folder itself, not a file in it: not read", str(path))
+    # The folder `under` itself may be reached through a link (it is the caller's to name).
+    folder = os.open(under, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        reached = under
+        for part in parts[:-1]:
+            reached = reached / part
+            inner = _open_at(part, reached, _FOLDER_FLAGS, folder)
+            os.close(folder)
+            folder = inner
+        return _open_at(parts[-1], path, _FILE_FLAGS, folder)
+    finally:
+        os.close(folder)
+
+
+def _open_at(name: str | Path, shown: Path, flags: int, folder: int | None) -> int:
+    """`os.open(name, flags, dir_fd=folder)`, a symlink said as one (`shown` names it)."""
+    try:
+        return os.open(name, flags, dir_fd=folder)
+    except OSError as exc:
+        # O_NOFOLLOW's answer for a symlink is ELOOP; with O_DIRECTORY, Linux says ENOTDIR.
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, folder)):
+            raise OSError(errno.ELOOP, "a symbolic link: not followed", str(shown)) from None
+        raise
+
+
+def _is_link(name: str | Path, folder: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def read_document(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them: `OSError` as
     `open_regular`, and `EFBIG` for a longer file."""
     descriptor = open_regular(path)
     try:
-        data = _read_at_most(descriptor, limit + 1)
+        data = read_at_most(descriptor, limit + 1)
     finally:
         os.close(descriptor)
     if len(data) > limit:
@@ -77,7 +119,8 @@ def read_document(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     return data
 
 
-def _read_at_most(descriptor: int, limit: int) -> bytes:
+def read_at_most(descriptor: int, limit: int) -> bytes:
+    """At most `limit` bytes of `descriptor`, read until its end or the limit."""
     chunks: list[bytes] = []
     size = 0
     while size < limit:
@@ -152,6 +195,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "Line",
     "open_regular",
+    "read_at_most",
     "read_document",
     "read_lines",
 ]
