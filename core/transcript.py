@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from core.regular_file import open_regular, read_at_most
 from core.types import (
     MAX_PREVIEW_BYTES,
     MAX_PREVIEW_STEPS,
@@ -141,35 +141,37 @@ def preview_path(root: Path, rollout_id: str) -> Path | None:
 
 
 def read_preview(
-    path: Path, *, on_problem: Callable[[str], None] | None = None
+    path: Path,
+    *,
+    root: Path | None = None,
+    on_problem: Callable[[str], None] | None = None,
 ) -> Transcript | None:
-    """The transcript in the preview file `path`; None when there is none, after telling
-    `on_problem` why (missing, too large, not JSON, not a trajectory document, ...)."""
+    """The transcript in the preview file `path` (under the previews `root`, when given: no
+    symlink below it is followed); None when there is none, after telling `on_problem` why
+    (missing, a symlink, too large, not JSON, not a trajectory document, ...)."""
     try:
-        return _read(path)
+        return _read(path, root)
     except _Unreadable as problem:
         if on_problem is not None:
             on_problem(str(problem))
         return None
 
 
-def _read(path: Path) -> Transcript:
-    # Non-blocking, so that a FIFO put in the preview's place cannot hang the reader; not
-    # through a symlink, so that a rollout server cannot make the dashboard show another file.
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+def _read(path: Path, root: Path | None) -> Transcript:
+    # Regular files only, opened without blocking (a FIFO put in the preview's place cannot
+    # hang the reader) and not through a symlink anywhere below the previews root (a rollout
+    # server cannot make the dashboard show another file, by the file or by its folder).
     try:
-        descriptor = os.open(path, flags)
+        descriptor = open_regular(path, under=root)
     except FileNotFoundError:
         raise _Unreadable(PREVIEW_MISSING) from None
     except OSError as exc:
         raise _Unreadable(f"cannot open the preview: {exc.strerror or exc}") from None
     try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable("the preview is not a regular file")
-        if info.st_size > MAX_READ_BYTES:
-            raise _Unreadable(_too_large(info.st_size))
-        data = _read_at_most(descriptor, MAX_READ_BYTES + 1)
+        size = os.fstat(descriptor).st_size
+        if size > MAX_READ_BYTES:
+            raise _Unreadable(_too_large(size))
+        data = read_at_most(descriptor, MAX_READ_BYTES + 1)
     except OSError as exc:
         raise _Unreadable(f"cannot read the preview: {exc.strerror or exc}") from None
     finally:
@@ -177,18 +179,6 @@ def _read(path: Path) -> Transcript:
     if len(data) > MAX_READ_BYTES:  # it grew after its size was looked at
         raise _Unreadable(_too_large(len(data)))
     return _parse(data)
-
-
-def _read_at_most(descriptor: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = os.read(descriptor, limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def _too_large(size: int) -> str:
@@ -444,8 +434,10 @@ class PreviewWatcher:
     inode, size or modification time), and a new read counts as a change only when the
     transcript differs (a file rewritten with the same preview is not one)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, root: Path | None = None) -> None:
         self.path = path
+        #: The previews root `path` lies under: no symlink below it is followed.
+        self.root = root
         #: The latest preview read from the file; kept when a later look finds none.
         self.transcript: Transcript | None = None
         #: Why the latest look found no preview (None when `transcript` is the file's).
@@ -465,7 +457,7 @@ class PreviewWatcher:
             return False
         self._seen = seen
         problems: list[str] = []
-        transcript = read_preview(self.path, on_problem=problems.append)
+        transcript = read_preview(self.path, root=self.root, on_problem=problems.append)
         if transcript is None:
             return self._set_problem(problems[0] if problems else "no preview")
         changed = self.problem is not None

@@ -25,6 +25,10 @@ OBSERVED_STATUS_HEADER = "X-Osmosis-Observed-Status"
 # start: ownership events to `<endpoint>/v1/logs`, live previews under the preview root.
 OTLP_ENDPOINT_ENV = "OSMOSIS_ROLLOUT_OTLP_ENDPOINT"
 PREVIEW_ROOT_ENV = "_OSMOSIS_ROLLOUT_PREVIEW_ROOT"
+# Our extension: the names (comma-separated) of the server's environment variables that hold
+# the eval's `[secrets]` values, which a server must mask in what it publishes (its previews).
+# The eval sets it for the servers it launches; servers that do not know it ignore it.
+SECRET_NAMES_ENV = "_OSMOSIS_ROLLOUT_SECRET_NAMES"
 #: A live preview (§8.2): `<root>/<rollout_id>/PREVIEW_FILE`, for ids matching PREVIEW_ID only,
 #: at most MAX_PREVIEW_STEPS steps and MAX_PREVIEW_BYTES, each text at most
 #: MAX_PREVIEW_TEXT_CHARS. The server writes by these and the dashboard reads by them.
@@ -245,6 +249,7 @@ __all__ = [
     "PREVIEW_FILE",
     "PREVIEW_ID",
     "PREVIEW_ROOT_ENV",
+    "SECRET_NAMES_ENV",
     "TERMINAL_STATUSES",
     "CancelDisposition",
     "CancelRolloutsRequest",

@@ -11,20 +11,19 @@ control and format characters of the message (a line break as the two characters
 One for the process, as loggers are; keys are counted, so one shared by many rollouts stays
 masked until the last of them ends. The eval's `Redactor` does more (generic credential
 patterns), but server_stub imports nothing of the eval (DESIGN.md §1): this is its own,
-small on purpose.
+small on purpose; how a key is spelled in text is the shared rule (`core.secret_forms`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
 
+from core.secret_forms import MIN_SECRET_LENGTH, spellings
+
 MASK = "***"
-# Shorter "keys" are words: masking every "abc" of a log would protect nothing.
-MIN_KEY_LENGTH = 4
 
 
 def escape_controls(text: str) -> str:
@@ -33,11 +32,6 @@ def escape_controls(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
-
-
-def _forms(key: str) -> set[str]:
-    """How `key` may be spelled in a log line: as is, JSON-escaped, `repr()`-escaped."""
-    return {key, json.dumps(key)[1:-1], repr(key)[1:-1]}
 
 
 def _nothing() -> None:
@@ -58,7 +52,7 @@ class LogSafety(logging.Filter):
 
     def hold(self, key: str | None) -> Callable[[], None]:
         """Mask `key` until the returned function is called (calling it again does nothing)."""
-        if key is None or len(key) < MIN_KEY_LENGTH:
+        if key is None or len(key) < MIN_SECRET_LENGTH:
             return _nothing
         with self._lock:
             self._keys[key] += 1
@@ -102,7 +96,7 @@ class LogSafety(logging.Filter):
     def _current_forms(self) -> tuple[str, ...]:
         if self._stale:
             with self._lock:
-                forms = set().union(*(_forms(key) for key in self._keys))
+                forms = set().union(*(spellings(key) for key in self._keys))
                 self._forms = tuple(sorted(forms, key=lambda form: (-len(form), form)))
                 self._stale = False
         return self._forms

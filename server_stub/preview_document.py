@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
 
+from core.secret_forms import known_secrets_pattern
 from core.types import MAX_PREVIEW_BYTES, MAX_PREVIEW_STEPS, MAX_PREVIEW_TEXT_CHARS, RolloutSample
 from server_stub.results import trajectory_head, trajectory_steps
 
@@ -24,9 +25,6 @@ MAX_DEPTH = 20
 MAX_TURN = 1_000_000
 TRUNCATED_MARK = " [preview truncated]"
 REDACTED = "[REDACTED]"
-# Known secrets shorter than this are not searched for: masking every "abc" would garble the
-# transcript without protecting anything worth the name.
-MIN_SECRET_CHARS = 4
 # Room left for what each write adds (status, preview_version, updated_at).
 METADATA_ROOM = 256
 
@@ -72,9 +70,10 @@ Json = Any
 
 
 def preview_document(
-    sample: RolloutSample, rollout_id: str, api_key: str | None
+    sample: RolloutSample, rollout_id: str, api_key: str | None, secrets: Iterable[str] = ()
 ) -> dict[str, Json] | None:
-    """The preview of `sample`, or None when it has no messages to show.
+    """The preview of `sample`, or None when it has no messages to show; the rollout's
+    `api_key` and the server's `secrets` (the values of `SECRET_NAMES_ENV`) are masked in it.
 
     `extra.osmosis` holds `rollout_id`, `preview`, `turn` and `truncated`; the publisher adds
     `status`, `preview_version` and `updated_at` on each write.
@@ -90,7 +89,7 @@ def preview_document(
     # Step ids of the whole conversation are known only when the source says it left nothing
     # out; otherwise they would be positions in a window, not in the rollout.
     first_id = len(messages) - len(window) + 1 if reported is False else None
-    clipper = _Clipper(_Redactor(api_key))
+    clipper = _Clipper(_Redactor([api_key, *secrets]))
     steps = []
     for offset, step in enumerate(trajectory_steps(window)):
         shown = clipper.clip(step)
@@ -154,13 +153,11 @@ def _fit(document: dict[str, Json]) -> dict[str, Json]:
 
 
 class _Redactor:
-    """Masks the rollout's own key, credential-like text and credential-named fields."""
+    """Masks known secrets (by the rule every writer of ours shares, `core.secret_forms`),
+    credential-like text and credential-named fields."""
 
-    def __init__(self, api_key: str | None) -> None:
-        known = {api_key, quote(api_key, safe="")} if api_key else set()
-        forms = sorted((s for s in known if len(s.strip()) >= MIN_SECRET_CHARS), key=len)
-        # Longest first, so a key that contains another form is masked whole.
-        self._known = re.compile("|".join(map(re.escape, reversed(forms)))) if forms else None
+    def __init__(self, known: Iterable[str | None]) -> None:
+        self._known = known_secrets_pattern(known)
 
     def text(self, value: str) -> str:
         if self._known is not None:

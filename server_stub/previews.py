@@ -7,6 +7,9 @@ hold. Each rollout's publisher asks the rollout's registered `SampleSource` for 
 3 s and on each status change, and replaces the file (a temporary file, then `os.replace`, so a
 reader never sees half of one) whenever its content changed. It stops after writing the
 terminal status. Best effort: a failing source or a full disk only means no preview.
+
+Besides the rollout's own key, the values of the variables `SECRET_NAMES_ENV` names (at server
+start: the eval's `[secrets]`, which the rollout may well say in its conversation) are masked.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ from core.types import (
     PREVIEW_FILE,
     PREVIEW_ID,
     PREVIEW_ROOT_ENV,
+    SECRET_NAMES_ENV,
     RolloutStatus,
 )
 from server_stub.atomic_file import replace_file
@@ -44,6 +49,12 @@ def _linked(path: Path) -> bool:
     return any(part.is_symlink() for part in (path, *path.parents))
 
 
+def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of the variables `SECRET_NAMES_ENV` names in `environ` (those it holds)."""
+    names = environ.get(SECRET_NAMES_ENV, "").split(",")
+    return tuple(environ[name] for name in names if environ.get(name))
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` with `data` in one step; refuses a destination reached through a symlink."""
     if _linked(path):
@@ -62,6 +73,7 @@ class PreviewFeed:
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self._configured = root
         self._root: Path | None = None
+        self._secrets: tuple[str, ...] = ()
         self._warned = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -77,6 +89,7 @@ class PreviewFeed:
             logger.warning("live previews are off: the preview root is not an absolute path")
             return
         self._root = root
+        self._secrets = secret_values(os.environ)
 
     def publisher(self, rollout_id: str, context: RolloutContext) -> PreviewPublisher | None:
         """A publisher for this rollout, or None when it gets no previews."""
@@ -89,7 +102,9 @@ class PreviewFeed:
                 self._warned = True
                 logger.warning("live previews are off: the preview root's path has a symlink")
             return None
-        return PreviewPublisher(root / rollout_id / PREVIEW_FILE, context, self._tasks)
+        return PreviewPublisher(
+            root / rollout_id / PREVIEW_FILE, context, self._secrets, self._tasks
+        )
 
     async def close(self) -> None:
         if not self._tasks:
@@ -103,9 +118,16 @@ class PreviewFeed:
 class PreviewPublisher:
     """Keeps one rollout's preview.json current; told each status by the server's registry."""
 
-    def __init__(self, path: Path, context: RolloutContext, tasks: set[asyncio.Task[None]]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        context: RolloutContext,
+        secrets: tuple[str, ...],
+        tasks: set[asyncio.Task[None]],
+    ) -> None:
         self.path = path
         self.context = context
+        self.secrets = secrets
         self.status = RolloutStatus.QUEUED
         self.version = 0
         self._tasks = tasks
@@ -148,7 +170,7 @@ class PreviewPublisher:
             if sample is None:
                 return
             document = await asyncio.to_thread(
-                preview_document, sample, context.rollout_id, context.api_key
+                preview_document, sample, context.rollout_id, context.api_key, self.secrets
             )
         except Exception:
             logger.debug("no preview from the sample source of %s", context.rollout_id)

@@ -176,12 +176,14 @@ def test_a_wrong_import_is_caught_with_its_file_and_line(parts: list[Part]) -> N
     ]
 
 
-def test_the_server_may_import_only_the_types_and_the_lease(parts: list[Part]) -> None:
+def test_the_server_may_import_only_the_types_the_lease_and_the_secret_forms(
+    parts: list[Part],
+) -> None:
     source = "from core.types import RolloutStatus\nfrom core import client\n"
     violations = check_source("server_stub/probe.py", source, parts)
     assert [str(v) for v in violations] == [
-        "server_stub/probe.py:2: Server may import only core.types, core.lease "
-        "of Protocol: core.client"
+        "server_stub/probe.py:2: Server may import only core.types, core.lease, "
+        "core.secret_forms of Protocol: core.client"
     ]
 
 

@@ -1,9 +1,9 @@
 """Masking secrets in anything an eval run logs or prints.
 
 `Redactor(secrets)` replaces every known secret (the LLM key, the server bearer, ...) with
-`***`, in each form it is likely to reach text in: as is, JSON-escaped (also twice, for JSON
-inside a JSON string), `repr()`-escaped and URL-encoded. It then masks credentials it was
-not told about:
+`***`, in each form it is likely to reach text in (`core.secret_forms`, the rule the rollout
+server's previews share: as is, JSON-escaped, `repr()`-escaped, URL-encoded). It then masks
+credentials it was not told about:
 
 - the value of an `Authorization` header, in header (`Authorization: Bearer x`), JSON or
   Python-dict form, keeping the scheme word (`Bearer ***`);
@@ -13,19 +13,17 @@ not told about:
 - the value assigned to a name ending in `api_key`/`api-key`/`apikey`, `secret` or
   `password` (`ROLLOUT_LLM_API_KEY=...`, `"api_key": "..."`).
 
-Secrets shorter than `MIN_SECRET_LENGTH` characters are not masked: replacing every "abc" in
-a log would garble it without protecting anything worth the name.
+Secrets shorter than `core.secret_forms.MIN_SECRET_LENGTH` characters are not masked.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
-from urllib.parse import quote, quote_plus
+
+from core.secret_forms import kept_secrets, known_secrets_pattern
 
 MASK = "***"
-MIN_SECRET_LENGTH = 4
 
 # Characters that end a credential value in headers, JSON and Python reprs.
 _VALUE = r"[^\s\"',;}\]\[)]+"
@@ -40,39 +38,14 @@ _NAMED_SECRET = re.compile(
 )
 
 
-def _forms(secret: str) -> set[str]:
-    """The spellings under which `secret` may appear in logged or printed text."""
-    forms: set[str] = set()
-    for base in {secret, secret.strip()}:
-        json_ascii = json.dumps(base)[1:-1]
-        forms.update(
-            {
-                base,
-                json_ascii,
-                json.dumps(base, ensure_ascii=False)[1:-1],
-                json.dumps(json_ascii)[1:-1],
-                repr(base)[1:-1],
-                quote(base, safe=""),
-                quote_plus(base, safe=""),
-            }
-        )
-    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
-
-
 class Redactor:
     """Masks known secrets and generic credential patterns in text. Immutable."""
 
     __slots__ = ("_known", "_secrets")
 
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
-        kept = [s for s in secrets if s and len(s.strip()) >= MIN_SECRET_LENGTH]
-        self._secrets: tuple[str, ...] = tuple(dict.fromkeys(kept))
-        forms = set().union(*(_forms(s) for s in self._secrets)) if self._secrets else set()
-        # Longest first, so a secret that contains another is masked whole.
-        ordered = sorted(forms, key=lambda form: (-len(form), form))
-        self._known: re.Pattern[str] | None = (
-            re.compile("|".join(re.escape(form) for form in ordered)) if ordered else None
-        )
+        self._secrets: tuple[str, ...] = kept_secrets(secrets)
+        self._known: re.Pattern[str] | None = known_secrets_pattern(self._secrets)
 
     def with_secrets(self, secrets: Iterable[str | None]) -> Redactor:
         """A redactor that also masks `secrets` (e.g. a key that became known later)."""
@@ -91,4 +64,4 @@ class Redactor:
     __call__ = redact
 
 
-__all__ = ["MASK", "MIN_SECRET_LENGTH", "Redactor"]
+__all__ = ["MASK", "Redactor"]

@@ -16,7 +16,7 @@ from typing import Any
 from core.eval.results.folder import MANIFEST_FILE, TRIALS_DIR
 from core.eval.results.records import ItemKey, ItemResult, ItemStatus
 from core.eval.runner import RunStatus
-from core.eval.untrusted_json import load_json
+from core.eval.untrusted_json import load_json_file
 
 ENVELOPE_SCHEMA_VERSION = 1
 OPERATION = "eval.run"
@@ -154,7 +154,7 @@ class EvalSummary:
 def _local_run_id(folder: Path) -> str | None:
     """The run's id from its manifest (None when the manifest has none, or cannot be read)."""
     try:
-        document = load_json((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+        document = load_json_file(folder / MANIFEST_FILE)
     except (OSError, ValueError):
         return None
     value = document.get("local_run_id") if isinstance(document, dict) else None

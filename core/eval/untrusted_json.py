@@ -25,7 +25,10 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, TypeGuard
+
+from core.regular_file import read_document
 
 MAX_NESTING = 128
 TOO_DEEP = f"nested too deeply (more than {MAX_NESTING} levels of objects and arrays)"
@@ -47,6 +50,13 @@ def load_json(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise NestedTooDeep from None
+
+
+def load_json_file(path: Path) -> Any:
+    """The JSON document in the file `path`, read as `core.regular_file.read_document` reads
+    (a regular file, not through a symlink, at most `MAX_DOCUMENT_BYTES`): `OSError` when it
+    cannot be read, `ValueError` when it is no UTF-8 JSON (`NestedTooDeep` included)."""
+    return load_json(read_document(path).decode("utf-8"))
 
 
 def too_deep(value: object, limit: int = MAX_NESTING) -> tuple[str | int, ...] | None:
@@ -117,6 +127,18 @@ def utc_moment(value: object) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
+def utc_time(value: object) -> datetime | None:
+    """An ISO-8601 time (as `utc_moment` reads it) in UTC; None when it is none, or lies past
+    the calendar's ends there (year 1 with an offset east of UTC, year 9999 with one west)."""
+    moment = utc_moment(value)
+    if moment is None:
+        return None
+    try:
+        return moment.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        return None
+
+
 def epoch_seconds(value: object) -> float | None:
     """An ISO-8601 time (as `utc_moment` reads it) as seconds since the epoch; None when it is
     none, or lies where a timestamp cannot (year 1 with an offset before UTC)."""
@@ -141,7 +163,9 @@ __all__ = [
     "is_int",
     "is_number",
     "load_json",
+    "load_json_file",
     "text_of",
     "too_deep",
     "utc_moment",
+    "utc_time",
 ]

@@ -95,6 +95,20 @@ async def test_a_running_rollout_without_a_preview_says_so_until_one_comes(
         assert "What is 51 * 44?" in shown_steps(app), "the last good preview stays"
 
 
+async def test_a_preview_folder_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    # A rollout server (or anyone who can write the previews root) links a rollout's folder
+    # elsewhere: O_NOFOLLOW on preview.json alone would still read the file it leads to.
+    elsewhere, root = tmp_path / "elsewhere", tmp_path / "previews"
+    write_preview(elsewhere, preview([{"source": "user", "message": "a file from elsewhere"}]))
+    root.mkdir()
+    (root / rollout_id(RUNNING_ROW)).symlink_to(elsewhere / rollout_id(RUNNING_ROW))
+    app = transcript_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_on(app, pilot, RUNNING_ROW)
+        await until(pilot, lambda: "a symbolic link: not followed" in header(app))
+        assert "a file from elsewhere" not in shown_steps(app)
+
+
 async def test_a_finished_rollout_shows_its_final_sample(tmp_path: Path) -> None:
     app = transcript_app(tmp_path)  # and no preview: the sample is the transcript
     async with app.run_test(size=SIZE) as pilot:

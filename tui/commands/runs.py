@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from core.eval.attach.run_list import ListedRun
 
 COLUMNS = ("NAME", "STATUS", "DONE", "PASS", "STARTED", "DURATION", "BY")
+# A journal can hold a warning per line: a run's note is cut, not a screenful.
+PROBLEM_CHARS = 500
 
 
 def add_runs(commands: Any) -> None:
@@ -43,9 +45,22 @@ def run_runs(args: argparse.Namespace) -> int:
         print(f"no runs under {root}")
         return exit_codes.OK
     print(_table([_cells(run) for run in listed]))
+    _print_problems(listed)
     if any(run.attachable for run in listed):
         print(f"\nwatch a running one on the dashboard: {PROGRAM} attach NAME" + _root_flag(args))
     return exit_codes.OK
+
+
+def _print_problems(listed: list[ListedRun]) -> None:
+    """What could not be read of each run, so that "(unreadable parts)" is explained."""
+    from core.eval.safe_text import terminal_safe
+
+    troubled = [(run.name, run.problem) for run in listed if run.problem is not None]
+    if troubled:
+        print()
+    for name, problem in troubled:
+        cut = problem if len(problem) <= PROBLEM_CHARS else problem[:PROBLEM_CHARS] + "…"
+        print(f"{terminal_safe(name)}: {terminal_safe(cut)}")
 
 
 def _root_flag(args: argparse.Namespace) -> str:
@@ -77,9 +92,10 @@ def _local_time(text: str | None) -> str:
         return "-"
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        # A moment the clock can place in UTC may still lie past year 9999 in local time.
+        return moment.astimezone().strftime("%Y-%m-%d %H:%M")
+    except (ValueError, OverflowError):
         return "?"
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -47,7 +47,7 @@ from core.eval.results.recording import (
     read_recording,
 )
 from core.eval.results.records import ItemResult
-from core.eval.untrusted_json import load_json
+from core.eval.untrusted_json import load_json_file
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.replay_state import ReplayState
 
@@ -75,7 +75,7 @@ class ReplaySource:
         self.folder, self.recording = recording_of(path)
         self.path = self.recording or self.folder
         self.warnings: list[str] = []
-        history = Journal.history(self.folder / EVENTS_FILE, on_warning=self.warnings.append)
+        history = self._journal_history()
         try:
             if self.recording is not None:
                 events = read_recording(self.recording, self.warnings)
@@ -114,14 +114,27 @@ class ReplaySource:
         self._generation = 0
         self._wake = asyncio.Event()
 
+    def _journal_history(self) -> list[ItemResult]:
+        """Every record of the run's journal; none, with a warning, when it cannot be read
+        (a FIFO, a symlink: a folder someone handed over)."""
+        path = self.folder / EVENTS_FILE
+        try:
+            return Journal.history(path, on_warning=self.warnings.append)
+        except OSError as exc:
+            self.warnings.append(f"{path}: not read ({exc.strerror or exc})")
+            return []
+
     def _json_beside(self, name: str) -> Any:
         """The JSON document `name` in the run folder; None when absent or unreadable."""
         document = self.folder / name
-        if not document.exists():
-            return None
         try:
-            return load_json(document.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            return load_json_file(document)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.warnings.append(f"{document}: not read ({exc.strerror or exc})")
+            return None
+        except ValueError as exc:
             self.warnings.append(f"{document}: not read ({exc})")
             return None
 

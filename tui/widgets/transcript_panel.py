@@ -126,5 +126,5 @@ class TranscriptPanel(Vertical):
             root = self.source.preview_root
             path = None if root is None else preview_path(root, self.record.rollout_id)
             if path is not None:
-                self.watcher = PreviewWatcher(path)
+                self.watcher = PreviewWatcher(path, root=root)
         return self.watcher

@@ -13,11 +13,16 @@ from its results files, never from a live process:
 - started: its latest invocation's start (metrics.json), else its creation (the manifest);
   duration: that invocation's, or, while it runs, how long it has been running.
 
+A value no reader can use (a start that is no time on the clock, such as year 1 with an offset;
+a duration that is no finite count of milliseconds from 0 up) is none, and the run's `problem`
+says so: one odd folder is listed with its unreadable parts named, never a traceback for all.
+
 Nothing here loads an HTTP stack: listing stays quick.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,7 +40,7 @@ from core.eval.results.folder import (
 from core.eval.results.lock import lock_holder
 from core.eval.results.manifest import ManifestError, read_manifest, work_item_count
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, progress, recorded_pass_threshold
-from core.eval.untrusted_json import load_json, text_of, utc_moment
+from core.eval.untrusted_json import float_of, load_json_file, text_of, utc_time
 
 ListedStatus = Literal["running", "incomplete", "finished"]
 Tool = Literal["osmosis-tui", "osmosis"]
@@ -83,10 +88,12 @@ def list_runs(output: Path, *, now: datetime | None = None) -> list[ListedRun]:
         folders = sorted(path for path in output.iterdir() if path.name != LOCKS_DIR)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    # A manifest that cannot be read (a FIFO, a symlink) still makes a run folder: listed, with
+    # what could not be read said.
     return [
         describe_run(folder, now=now)
         for folder in folders
-        if folder.is_dir() and (folder / MANIFEST_FILE).is_file()
+        if folder.is_dir() and os.path.lexists(folder / MANIFEST_FILE)
     ]
 
 
@@ -101,7 +108,11 @@ def describe_run(folder: Path, *, now: datetime | None = None) -> ListedRun:
     metrics = _metrics(folder / METRICS_FILE, problems)
     found = metrics.get("eval_run")
     eval_run: dict[str, Any] = found if isinstance(found, dict) else {}
-    results = Journal.load(folder / EVENTS_FILE, on_warning=problems.append)
+    try:
+        results = Journal.load(folder / EVENTS_FILE, on_warning=problems.append)
+    except OSError as exc:
+        problems.append(f"{folder / EVENTS_FILE} cannot be read ({exc.strerror or exc})")
+        results = {}
     inputs = manifest.get("inputs")
     total = work_item_count(inputs) if isinstance(inputs, dict) else None
     threshold = recorded_pass_threshold(metrics)
@@ -119,7 +130,7 @@ def describe_run(folder: Path, *, now: datetime | None = None) -> ListedRun:
         status = "finished"
     else:
         status = "incomplete"
-    started = _text(eval_run.get("started_at")) or _text(manifest.get("created_at"))
+    started = _started(eval_run, manifest, folder, problems)
     return ListedRun(
         name=folder.name,
         folder=folder,
@@ -130,17 +141,22 @@ def describe_run(folder: Path, *, now: datetime | None = None) -> ListedRun:
         total=total,
         pass_rate=done.pass_rate,
         started_at=started,
-        duration_sec=_duration(status, recorded, eval_run, started, now),
+        duration_sec=_duration(
+            status, recorded, eval_run, started=started, now=now, folder=folder, problems=problems
+        ),
         problem="; ".join(problems) or None,
     )
 
 
 def _metrics(path: Path, problems: list[str]) -> dict[str, Any]:
     try:
-        document = load_json(path.read_text(encoding="utf-8"))
+        document = load_json_file(path)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except OSError as exc:
+        problems.append(f"{path} cannot be read ({exc.strerror or exc})")
+        return {}
+    except ValueError as exc:
         problems.append(f"{path} cannot be read ({exc})")
         return {}
     return document if isinstance(document, dict) else {}
@@ -151,23 +167,53 @@ def _text(value: object) -> str | None:
     return text_of(value) or None
 
 
+def _started(
+    eval_run: dict[str, Any], manifest: dict[str, Any], folder: Path, problems: list[str]
+) -> str | None:
+    """The run's start as its files say it, when it is a time on the clock (None, with a
+    problem, when it is not)."""
+    for file, field, value in (
+        (METRICS_FILE, "eval_run.started_at", eval_run.get("started_at")),
+        (MANIFEST_FILE, "created_at", manifest.get("created_at")),
+    ):
+        text = _text(value)
+        if text is None:
+            continue
+        if utc_time(text) is None:
+            problems.append(f"{folder / file}: {field} is no time that can be read")
+            return None
+        return text
+    return None
+
+
 def _duration(
     status: ListedStatus,
     recorded: object,
     eval_run: dict[str, Any],
+    *,
     started: str | None,
     now: datetime | None,
+    folder: Path,
+    problems: list[str],
 ) -> float | None:
     if status == "running":
-        began = utc_moment(started)
+        began = utc_time(started)
         if began is None:
             return None
         return max(((now or datetime.now(timezone.utc)) - began).total_seconds(), 0.0)
     milliseconds = eval_run.get("duration_ms")
     # A run killed while it ran never wrote its duration (metrics.json still says running).
-    if recorded == "running" or isinstance(milliseconds, bool):
+    if recorded == "running" or milliseconds is None:
         return None
-    return milliseconds / 1000 if isinstance(milliseconds, (int, float)) else None
+    # Infinity, NaN, 10**400 (past a float's range), a negative count, true, text: no duration.
+    finite = float_of(milliseconds)
+    if finite is None or finite < 0:
+        problems.append(
+            f"{folder / METRICS_FILE}: eval_run.duration_ms is no duration "
+            "(a finite number of milliseconds, 0 or more)"
+        )
+        return None
+    return finite / 1000
 
 
 def live_runs(output: Path) -> list[ListedRun]:

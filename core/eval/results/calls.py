@@ -28,6 +28,7 @@ from core.eval.results.durable import (
 )
 from core.eval.results.records import iso_utc
 from core.eval.untrusted_json import epoch_seconds, int_of, is_number, load_json, text_of
+from core.regular_file import MAX_LINE_BYTES, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -208,13 +209,18 @@ class CallLog(AppendFile):
 
 def read_calls(path: Path, on_warning: WarningSink) -> Iterator[ModelCall]:
     """The calls `CallLog` wrote to `path`, in file order (the order they ended); a line
-    that is not one is skipped with a warning, and an unreadable file is one warning."""
+    that is not one is skipped with a warning, and an unreadable file (`read_lines`: a FIFO,
+    a symlink) is one warning."""
     try:
-        lines = path.read_bytes().splitlines()
+        lines = read_lines(path)
     except OSError as exc:
         on_warning(f"{path}: not read ({exc.strerror or exc})")
         return
-    for number, raw in enumerate(lines, start=1):
+    for line in lines:
+        number, raw = line.number, line.data
+        if raw is None:
+            on_warning(f"{path}:{number}: skipped a line longer than {MAX_LINE_BYTES:,} bytes")
+            continue
         if not raw.strip():
             continue
         try:

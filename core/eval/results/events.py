@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from core.eval.results.durable import (
 )
 from core.eval.results.records import ItemKey, ItemResult
 from core.eval.untrusted_json import load_json
+from core.regular_file import MAX_LINE_BYTES, Line, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -53,52 +54,63 @@ class _Scan:
     # Where the next record must start: just past the last newline, or before a last line
     # that is not JSON. Everything from here on is a torn write.
     good_size: int
+    size: int
+    """How many bytes were read."""
 
 
-def _scan_journal(path: Path, data: bytes) -> _Scan:
+def _scan_journal(path: Path, lines: Iterable[Line]) -> _Scan:
     results: dict[ItemKey, ItemResult] = {}
     history: list[ItemResult] = []
     line_of: dict[ItemKey, int] = {}
     warnings: list[str] = []
-    lines = data.split(b"\n")
-    # split() leaves what follows the last newline as the final element: b"" for a clean file.
-    tail = lines.pop()
-    good_size = len(data) - len(tail)
-    if tail:
-        # One write() per record ends with the newline, so an unterminated line is a record
-        # that never finished (and whose append never returned): dropped even if it parses.
-        warnings.append(
-            f"{path}: dropped a torn last line ({len(tail)} bytes, no newline): {tail[:60]!r}"
-        )
-    offset = 0
-    for number, raw in enumerate(lines, start=1):
-        line_start = offset
-        offset += len(raw) + 1
-        if not raw.strip():
+    good_size = size = 0
+    # An unreadable line is dropped (and cut off before an append) when it is the last one,
+    # and skipped when another follows it: known only once the next line comes. Held here as
+    # the line and what it is ("an invalid line (…)").
+    unreadable: tuple[Line, str, str] | None = None
+    for line in lines:
+        size = line.end
+        if unreadable is not None:
+            skipped, what, why = unreadable
+            warnings.append(f"{path}:{skipped.number}: skipped {what} ({why})")
+            unreadable = None
+        if not line.ended:
+            # One write() per record ends with the newline, so an unterminated line is a
+            # record that never finished (and whose append never returned): dropped even if
+            # it parses.
+            shown = (line.data or b"")[:60]
+            warnings.append(
+                f"{path}: dropped a torn last line ({line.length} bytes, no newline): {shown!r}"
+            )
+            break
+        good_size = line.end
+        if line.data is None:
+            unreadable = (line, "a line", f"longer than {MAX_LINE_BYTES:,} bytes: {line.length:,}")
             continue
-        last = number == len(lines) and not tail
+        if not line.data.strip():
+            continue
         try:
-            record = load_json(raw)
+            record = load_json(line.data)
         except ValueError as exc:
-            if last:
-                warnings.append(f"{path}:{number}: dropped an invalid last line ({exc})")
-                good_size = line_start
-            else:
-                warnings.append(f"{path}:{number}: skipped an invalid line ({exc})")
+            unreadable = (line, "an invalid line", str(exc))
             continue
         try:
             result = ItemResult.from_json(record)
         except (ValueError, TypeError) as exc:
             # Valid JSON with a shape we do not know (e.g. a newer writer): reported and kept
             # in the file, never truncated away.
-            warnings.append(f"{path}:{number}: skipped a record that is not a result ({exc})")
+            warnings.append(f"{path}:{line.number}: skipped a record that is not a result ({exc})")
             continue
         history.append(result)
         # Re-inserting moves the key to the end: iteration order is the order of final records.
         results.pop(result.key, None)
         results[result.key] = result
-        line_of[result.key] = number
-    return _Scan(results, history, line_of, warnings, good_size)
+        line_of[result.key] = line.number
+    if unreadable is not None:
+        last, what, why = unreadable
+        warnings.append(f"{path}:{last.number}: dropped {what} at the end ({why})")
+        good_size = last.start
+    return _Scan(results, history, line_of, warnings, good_size, size)
 
 
 @dataclass(frozen=True)
@@ -113,10 +125,10 @@ class PlannedResults:
 def _read(path: Path, on_warning: WarningSink | None) -> _Scan:
     """The journal at `path` scanned, its warnings reported; empty when there is none."""
     try:
-        data = path.read_bytes()
+        lines = read_lines(path)
     except FileNotFoundError:
-        return _Scan({}, [], {}, [], 0)
-    scan = _scan_journal(path, data)
+        return _Scan({}, [], {}, [], 0, 0)
+    scan = _scan_journal(path, lines)
     for warning in scan.warnings:
         (on_warning or _log_warning)(warning)
     return scan
@@ -192,13 +204,12 @@ class Journal(AppendFile):
         created = not path.exists()
         fd = open_append(path)
         try:
-            data = path.read_bytes()
-            scan = _scan_journal(path, data)
-            if scan.good_size < len(data):
+            scan = _scan_journal(path, read_lines(path))
+            if scan.good_size < scan.size:
                 os.ftruncate(fd, scan.good_size)
                 os.fsync(fd)
                 (on_warning or _log_warning)(
-                    f"{path}: repaired: cut {len(data) - scan.good_size} bytes of a torn last "
+                    f"{path}: repaired: cut {scan.size - scan.good_size} bytes of a torn last "
                     "line before appending"
                 )
         except BaseException:

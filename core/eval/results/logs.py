@@ -28,6 +28,7 @@ from core.eval.redact import Redactor
 from core.eval.results.durable import AppendFile, canonical_json, open_append, write_all
 from core.eval.results.records import iso_utc
 from core.eval.untrusted_json import load_json
+from core.regular_file import read_lines
 
 DEFAULT_STEP = "run"
 _LINE = re.compile(r"(?P<stamp>\S+) (?P<level>[A-Z]+) \[(?P<step>[^\]]*)\] (?P<text>.*)")
@@ -112,18 +113,21 @@ class LogLine:
 
 
 def read_log(path: Path) -> Iterator[LogLine]:
-    """The lines of a `logs.txt` (ours or the official tool's) in file order; lines of
-    another shape (a torn last line, text from before the format) are passed over."""
-    with path.open(encoding="utf-8", errors="replace") as stream:
-        for raw in stream:
-            match = _LINE.fullmatch(raw.rstrip("\n"))
-            if match is None:
-                continue
-            try:
-                at = datetime.fromisoformat(match["stamp"].replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            yield LogLine(at, match["level"], match["step"], match["text"])
+    """The lines of a `logs.txt` (ours or the official tool's) in file order, streamed as
+    `core.regular_file.read_lines` streams (`OSError` for a FIFO, a symlink); lines of another
+    shape (a torn last line, text from before the format, a line past `MAX_LINE_BYTES`) are
+    passed over."""
+    for line in read_lines(path):
+        if line.data is None:  # longer than MAX_LINE_BYTES: no line we write
+            continue
+        match = _LINE.fullmatch(line.data.decode("utf-8", "replace").rstrip("\r"))
+        if match is None:
+            continue
+        try:
+            at = datetime.fromisoformat(match["stamp"].replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        yield LogLine(at, match["level"], match["step"], match["text"])
 
 
 class _RunLogHandler(logging.Handler):

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.results.records import iso_utc
-from core.eval.untrusted_json import load_json
+from core.eval.untrusted_json import load_json_file
 
 SCHEMA_VERSION = 1
 # What the official tool records in `inputs.versions`; a run of another protocol or dataset
@@ -152,11 +152,13 @@ def new_manifest(
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest at `path` (ours or the official tool's); `ManifestError` says what is
-    wrong with it."""
+    """The manifest at `path` (ours or the official tool's), read as `load_json_file` reads
+    (a regular file, bounded); `ManifestError` says what is wrong with it."""
     try:
-        manifest = load_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        manifest = load_json_file(path)
+    except OSError as exc:
+        raise ManifestError(f"{path} cannot be read ({exc.strerror or exc})") from exc
+    except ValueError as exc:
         raise ManifestError(f"{path} cannot be read ({exc})") from exc
     if not isinstance(manifest, dict):
         raise ManifestError(f"{path} is not a JSON object")

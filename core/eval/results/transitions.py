@@ -74,6 +74,7 @@ from core.eval.results.durable import (
 )
 from core.eval.results.records import iso_utc
 from core.eval.untrusted_json import is_finite, load_json
+from core.regular_file import MAX_LINE_BYTES, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -359,7 +360,8 @@ def _cut_unterminated_tail(fd: int) -> None:
 def read_transitions(
     path: Path, *, on_warning: WarningSink | None = None
 ) -> Iterator[dict[str, Any]]:
-    """The records of `transitions.jsonl` in file order, each with `kind` and `t`.
+    """The records of `transitions.jsonl` in file order, each with `kind` and `t`; `OSError`
+    here when the file cannot be read (`core.regular_file.read_lines`).
 
     A torn last line (no newline) is dropped quietly, as it is the expected result of a
     crash; other lines that are not records are skipped with a warning, among them one whose
@@ -367,10 +369,18 @@ def read_transitions(
     makes one, and a reader would have to place it on a timeline.
     """
     warn = on_warning or _log_warning
-    with path.open("rb") as stream:
-        for number, raw in enumerate(stream, start=1):
-            if not raw.endswith(b"\n"):
+    # Opened (and refused: a FIFO, a symlink) here, streamed below: a line at most
+    # MAX_LINE_BYTES long is kept, a longer one skipped.
+    lines = read_lines(path)
+
+    def records() -> Iterator[dict[str, Any]]:
+        for line in lines:
+            number, raw = line.number, line.data
+            if not line.ended:
                 return
+            if raw is None:
+                warn(f"{path}:{number}: skipped a line longer than {MAX_LINE_BYTES:,} bytes")
+                continue
             if not raw.strip():
                 continue
             try:
@@ -401,6 +411,8 @@ def read_transitions(
                 )
                 continue
             yield record
+
+    return records()
 
 
 __all__ = ["TransitionLog", "read_transitions"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.eval.token_counts import token_count
-from core.eval.untrusted_json import load_json
+from core.eval.untrusted_json import load_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +80,8 @@ def read_trajectory(path: Path, rollout_id: str) -> Trajectory | None:
     """The trajectory at `path` when it is one of `rollout_id`; else None (absent, not JSON,
     not an object, or another rollout's)."""
     try:
-        document = load_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        document = load_json_file(path)
+    except (OSError, ValueError):
         return None
     if not isinstance(document, dict) or trajectory_identity(document) != rollout_id:
         return None

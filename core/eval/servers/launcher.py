@@ -33,6 +33,7 @@ from core.eval.servers.uv_project import (
     version_probe_command,
 )
 from core.task_end import cancel_and_wait
+from core.types import SECRET_NAMES_ENV
 
 # A refused connection costs well under a millisecond, and every poll the server is healthy
 # before delays the first rollout: at 0.2 s, by 0.1 s on average.
@@ -106,13 +107,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# What the launcher sets for the server, last: a config must not move the port, the artifacts
-# or the instance marker, so [env] and [secrets] may not name them.
+# What the launcher sets for the server, last: a config must not move the port, the artifacts,
+# the instance marker or which variables are secret, so [env] and [secrets] may not name them.
 LAUNCHER_OWNED_ENV = (
     "_OSMOSIS_ROLLOUT_PORT",
     "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT",
     "_OSMOSIS_ROLLOUT_INSTANCE_ID",
     "PYTHONUNBUFFERED",
+    SECRET_NAMES_ENV,
 )
 
 
@@ -144,6 +146,8 @@ def _server_environment(
         "_OSMOSIS_ROLLOUT_INSTANCE_ID": instance_id,
         # Its output reaches logs.txt as it is written, not when a buffer fills.
         "PYTHONUNBUFFERED": "1",
+        # Which values it must mask in its previews (server_stub does; official servers ignore it).
+        SECRET_NAMES_ENV: ",".join(sorted(secret_values)),
     }
     return {**uv_env, **feeds, **config_env, **secret_values, **owned}
 

@@ -7,15 +7,24 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import resource
 import signal
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from core.eval.results.events import journal_line
 from tests.eval.results.helpers import item_result, official_inputs
-from tests.eval.runs.command import run_eval, run_osmosis, start_eval
+from tests.eval.runs.command import (
+    RUN_TIMEOUT_SEC,
+    child_env,
+    osmosis,
+    run_eval,
+    run_osmosis,
+    start_eval,
+)
 from tests.eval.runs.files import multiply_rows, write_jsonl
 from tests.eval.runs.servers import ServedDemo
 from tests.eval.runs.test_interrupt import cancel_on_server
@@ -181,3 +190,164 @@ def test_runs_under_an_empty_or_missing_root(tmp_path: Path) -> None:
     assert (answer.returncode, answer.stdout) == (0, "no runs under nowhere\n")
     answer = runs(tmp_path, "-o", "nowhere", "--json")
     assert json.loads(answer.stdout)["runs"] == []
+
+
+def _strict_json(text: str) -> Any:
+    """JSON as the standard has it: `Infinity` and `NaN` are no JSON."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is no JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_folders_odd_start_or_duration_is_named_and_the_rest_listed(tmp_path: Path) -> None:
+    output = tmp_path / EVALS
+    odd: dict[str, tuple[str, str]] = {
+        "year-one": ("started_at", '"0001-01-01T00:00:00+05:00"'),
+        "year-9999": ("started_at", '"9999-12-31T23:59:59-05:00"'),
+        "endless": ("duration_ms", "Infinity"),
+        "nan": ("duration_ms", "NaN"),
+        "huge": ("duration_ms", "1" + "0" * 400),
+        "past-float": ("duration_ms", "1e400"),
+        "negative": ("duration_ms", "-5000"),
+    }
+    for name, (field, value) in odd.items():
+        metrics = official_run(output, name) / "metrics.json"
+        document = json.loads(metrics.read_text())
+        document["eval_run"][field] = "@ODD@"
+        metrics.write_text(json.dumps(document).replace('"@ODD@"', value))
+    official_run(output, "plain")
+
+    answer = runs(tmp_path, "--json")
+    assert answer.returncode == 0, answer.stderr
+    found = {run["name"]: run for run in _strict_json(answer.stdout)["runs"]}
+    assert sorted(found) == sorted([*odd, "plain"])
+    for name, (field, _) in odd.items():
+        run = found[name]
+        assert run["done"] == 5 and run["status"] == "finished"
+        if field == "started_at":
+            assert run["started_at"] is None
+            assert run["duration_sec"] == 7.970108212999548
+            assert "metrics.json: eval_run.started_at is no time that can be read" in run["problem"]
+        else:
+            assert run["started_at"] == STARTED
+            assert run["duration_sec"] is None
+            assert "metrics.json: eval_run.duration_ms is no duration" in run["problem"]
+    assert found["plain"]["problem"] is None
+
+    table = runs(tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "Traceback" not in table.stderr
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:] if line}
+    for name in odd:
+        assert "finished (unreadable parts)" in rows[name]
+        assert f"{name}: {EVALS / name / 'metrics.json'}: eval_run." in table.stdout
+    assert "-5.0s" not in table.stdout
+    assert rows["plain"].split()[1:4] == ["finished", "5/5", "60%"]
+
+
+# The listing's address space: enough for the interpreter and its imports, far too little for
+# a whole read of /dev/zero or of a 1 GiB file (before, a MemoryError traceback).
+LISTING_ADDRESS_SPACE = 1 << 30
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LISTING_ADDRESS_SPACE, LISTING_ADDRESS_SPACE))
+
+
+def test_results_files_that_are_no_regular_files_or_huge_are_said_and_not_read(
+    tmp_path: Path,
+) -> None:
+    output = tmp_path / EVALS
+    fifo = official_run(output, "fifo-journal") / "events.jsonl"
+    fifo.unlink()
+    os.mkfifo(fifo)  # a plain open waits for a writer forever
+    zero = official_run(output, "zero-journal") / "events.jsonl"
+    zero.unlink()
+    zero.symlink_to("/dev/zero")
+    huge = official_run(output, "huge-journal") / "events.jsonl"
+    with huge.open("ab") as journal:  # its five records, then 1 GiB of a line that never ends
+        journal.truncate(huge.stat().st_size + (1 << 30))
+    manifest = official_run(output, "zero-manifest") / "manifest.json"
+    manifest.unlink()
+    manifest.symlink_to("/dev/zero")
+    metrics = official_run(output, "fifo-metrics") / "metrics.json"
+    metrics.unlink()
+    os.mkfifo(metrics)
+    official_run(output, "plain")
+
+    answer = subprocess.run(
+        osmosis("runs", "--json"),
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SEC,  # a guard against the hang, not a measure
+        check=False,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limited,
+    )
+    assert answer.returncode == 0, answer.stderr
+    found = {run["name"]: run for run in json.loads(answer.stdout)["runs"]}
+    assert sorted(found) == sorted(
+        ["fifo-journal", "zero-journal", "huge-journal", "zero-manifest", "fifo-metrics", "plain"]
+    )
+    assert (
+        "events.jsonl cannot be read (a FIFO, not a regular file: not read)"
+        in (found["fifo-journal"]["problem"])
+    )
+    assert (
+        "events.jsonl cannot be read (a symbolic link: not followed)"
+        in (found["zero-journal"]["problem"])
+    )
+    assert found["huge-journal"]["done"] == 5
+    assert (
+        "dropped a torn last line (1073741824 bytes, no newline)"
+        in (found["huge-journal"]["problem"])
+    )
+    assert (
+        "manifest.json cannot be read (a symbolic link: not followed)"
+        in (found["zero-manifest"]["problem"])
+    )
+    assert found["zero-manifest"]["total"] is None
+    assert (
+        "metrics.json cannot be read (a FIFO, not a regular file: not read)"
+        in (found["fifo-metrics"]["problem"])
+    )
+    assert found["plain"]["problem"] is None
+
+
+def test_a_replayed_folder_whose_manifest_is_dev_zero_is_replayed_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    folder = official_run(tmp_path, "handed-over")
+    (folder / "manifest.json").unlink()
+    (folder / "manifest.json").symlink_to("/dev/zero")
+    (folder / "metrics.json").unlink()
+    os.mkfifo(folder / "metrics.json")
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tui.sources.replay import ReplaySource\n"
+        "source = ReplaySource(Path(sys.argv[1]))\n"
+        "print(source.total_items)\n"
+        "print('\\n'.join(source.warnings))\n"
+    )
+    answer = subprocess.run(
+        [sys.executable, "-c", script, str(folder)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SEC,  # a guard against the hang, not a measure
+        check=False,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limited,
+    )
+    assert answer.returncode == 0, answer.stderr
+    total, *warnings = answer.stdout.splitlines()
+    assert total == "5", "without a manifest, the items the journal attempted"
+    assert f"{folder / 'manifest.json'}: not read (a symbolic link: not followed)" in warnings
+    assert f"{folder / 'metrics.json'}: not read (a FIFO, not a regular file: not read)" in (
+        warnings
+    )

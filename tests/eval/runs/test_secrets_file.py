@@ -31,6 +31,41 @@ def secret_config(workspace: Path) -> str:
     return "configs/eval/secret.toml"
 
 
+# The fixture's server with a workflow that says its token in its live conversation, which it
+# shows while it runs (a `MessageSource`: the server writes it to previews/<id>/preview.json);
+# the sample it returns for grading leaves that message out.
+CONFIDING_ENTRYPOINT = f"""\
+import os
+
+import main as base
+from server_stub import get_rollout_context
+from server_stub.message_source import MessageSource
+
+
+class Confiding(base.AskTheModel):
+    async def run(self, ctx):
+        told = {{"role": "user", "content": "my token is " + os.environ["{NAME}"]}}
+        conversation = [*ctx.prompt, told]
+        get_rollout_context().set_sample_source(MessageSource(conversation))
+        answered = await super().run(ctx)
+        conversation.append(answered.messages[-1])
+        return answered
+
+
+base.AskTheModel = Confiding
+base.main()
+"""
+
+
+def confiding_config(workspace: Path) -> str:
+    """A config of the workspace that needs `NAME`, served by the confiding entrypoint."""
+    (workspace / "rollouts" / "multiply" / "confiding.py").write_text(CONFIDING_ENTRYPOINT)
+    config = workspace / "configs" / "eval" / "multiply.toml"
+    text = config.read_text().replace('"main.py"', '"confiding.py"')
+    config.with_name("confiding.toml").write_text(text + f'\n[secrets]\nrequired = ["{NAME}"]\n')
+    return "configs/eval/confiding.toml"
+
+
 def everything(workspace: Path, *outputs: str) -> str:
     files = [p.read_bytes().decode("utf-8", "replace") for p in workspace.rglob("*") if p.is_file()]
     return "\n".join([*files, *outputs])
@@ -49,6 +84,23 @@ def test_a_secrets_file_reaches_the_server_and_nothing_written(workspace: Path) 
     assert envelope(result.stdout)["resource"]["succeeded"] == 6
     logs = (run_folder(workspace, "file") / "logs.txt").read_text()
     assert "token is ***" in logs, "the server got a value, and the log masks it"
+    (workspace / "secrets.env").unlink()
+    assert TOKEN not in everything(workspace, result.stdout, result.stderr)
+
+
+def test_a_secret_the_rollout_says_is_masked_in_its_live_previews(workspace: Path) -> None:
+    config = confiding_config(workspace)
+    (workspace / "secrets.env").write_text(f"{NAME}={TOKEN}\n")
+    result = run_eval(
+        config,
+        *("--chat-url", "stub", "--secrets-file", "secrets.env", "--name", "told", "--json"),
+        cwd=workspace,
+    )
+    assert result.returncode == 0, result.stderr
+    previews = sorted((run_folder(workspace, "told") / "previews").glob("*/preview.json"))
+    assert len(previews) == 6, "each rollout's conversation was shown live"
+    for preview in previews:
+        assert "my token is [REDACTED]" in preview.read_text()
     (workspace / "secrets.env").unlink()
     assert TOKEN not in everything(workspace, result.stdout, result.stderr)
 
