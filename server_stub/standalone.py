@@ -69,7 +69,11 @@ async def serve(options: ServeOptions) -> None:
     app = build_app(options)
     sock = bind_socket(options.host, options.port)
     shown = f"[{options.host}]" if ":" in options.host else options.host
-    server = uvicorn.Server(uvicorn_config(app))
+    config = uvicorn_config(app)
+    server = uvicorn.Server(config)
+    # Listening before the URL is printed: a script that reads it and connects at once is
+    # queued until uvicorn accepts, never refused.
+    sock.listen(config.backlog)
     print(f"rollout server: http://{shown}:{sock.getsockname()[1]}", flush=True)
     if not options.demo:
         await server.serve(sockets=[sock])

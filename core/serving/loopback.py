@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeVar
 import uvicorn
 
 from core.serving.http_limits import HttpLimits
+from core.serving.warning_pace import pace_server_warnings
 
 T = TypeVar("T")
 
@@ -64,7 +65,9 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 def uvicorn_config(
     app: Any, *, limits: HttpLimits = HTTP_LIMITS, **overrides: Any
 ) -> uvicorn.Config:
-    """uvicorn serving `app` held to `limits`; `overrides` are further `uvicorn.Config` options."""
+    """uvicorn serving `app` held to `limits`, its repeated warnings paced; `overrides` are
+    further `uvicorn.Config` options."""
+    pace_server_warnings()
     options: dict[str, Any] = {
         # httptools, the C parser (about a third less CPU per request than h11), with bounds.
         **limits.uvicorn_options(),
