@@ -134,4 +134,5 @@ async def test_the_view_follows_a_live_rollout_to_its_end(live_eval: LiveFactory
             await pilot.press("4")
             await until(pilot, lambda: '"status": "success"' in body(app, "view-result"))
             await until(pilot, lambda: "success" in title(app))
-            assert '"reward": 1.0' in body(app, "view-result")
+            # The pane is laid out for its new text a frame after it is given it.
+            await until(pilot, lambda: '"reward": 1.0' in body(app, "view-result"))
