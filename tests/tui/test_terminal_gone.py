@@ -1,0 +1,89 @@
+"""The terminal goes away under the dashboard (issue 30 item 2): however it goes and whatever
+the dashboard is doing, the run ends the documented way within seconds — its results written
+(metrics.json no longer `running`), its name's lock released, its control socket removed,
+exit status 1.
+
+Before, a terminal that hung up while the quit dialog waited for cancels killed Textual's
+output thread, the event loop then blocked for good on its full queue, and no signal could end
+the process, which held its run name.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.eval.runs.files import multiply_rows, read_jsonl, write_jsonl
+from tests.eval.runs.servers import ServedDemo, served_demo
+from tests.polling import eventually_sync
+from tests.tui.pty_eval import PtyEval
+
+REPEATS = 20
+# The run's end takes about a second; a loaded machine may take several.
+END_TIMEOUT_SEC = 20.0
+SLOW_ROWS = 2
+
+
+@pytest.fixture(scope="module")
+def frozen_server() -> Iterator[ServedDemo]:
+    """One served demo for all the repeats, frozen (SIGSTOP) in each while the eval waits."""
+    with served_demo() as server:
+        yield server
+
+
+def check_ended_written(run: PtyEval, code: int | None) -> None:
+    assert code == 1, f"the eval did not end within {END_TIMEOUT_SEC}s of its terminal closing"
+    assert run.metrics()["eval_run"]["status"] == "incomplete"
+    assert run.name_is_free()
+    assert not run.control_socket_left()
+
+
+def test_closing_the_terminal_during_the_quit_dialogs_wait_ends_the_run_written(
+    tmp_path: Path, frozen_server: ServedDemo
+) -> None:
+    """`q`, `c` (cancel them on the server, wait, then quit), its server frozen so that the
+    wait goes on, then the terminal closes: as the only thing that happens (a terminal that
+    is no controlling one), or with the hang-up the kernel sends (SIGHUP and SIGCONT)."""
+    rows = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(SLOW_ROWS, metadata={"sleep": 20}))
+    for attempt in range(REPEATS):
+        hung_up = attempt % 2 == 1
+        run = PtyEval(
+            tmp_path,
+            f"gone{attempt}",
+            *("--server", frozen_server.url, "--dataset-file", str(rows)),
+            *("--max-in-flight", str(SLOW_ROWS)),
+            controlling=hung_up,
+        )
+        running: list[str] = []
+        try:
+
+            def both_running(run: PtyEval = run) -> list[str]:
+                run.read()
+                transitions = run.folder / "transitions.jsonl"
+                ids = [
+                    t["rollout_id"]
+                    for t in (read_jsonl(transitions) if transitions.exists() else [])
+                    if t["kind"] == "status" and t["status"] == "running"
+                ]
+                return ids if len(ids) == SLOW_ROWS else []
+
+            running = eventually_sync(both_running, "both rollouts running")
+            frozen_server.process.send_signal(signal.SIGSTOP)
+            run.type(b"q")
+            run.wait_for_screen(b"Cancel them (c)", "the quit dialog")
+            run.type(b"c")
+            run.wait_for_screen(b"cancelling in-flight rollouts", "the quit dialog's wait")
+            run.close_terminal()
+            code = run.finish(END_TIMEOUT_SEC)
+        finally:
+            run.finish(0)
+            frozen_server.process.send_signal(signal.SIGCONT)
+            if running:  # left to their leases: their slots are freed for the next attempt
+                httpx.post(
+                    f"{frozen_server.url}/rollout/cancel", json={"ids": running}, timeout=30
+                ).raise_for_status()
+        check_ended_written(run, code)
