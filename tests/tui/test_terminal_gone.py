@@ -1,11 +1,12 @@
-"""The terminal goes away under the dashboard (issue 30 item 2): however it goes and whatever
-the dashboard is doing, the run ends the documented way within seconds — its results written
-(metrics.json no longer `running`), its name's lock released, its control socket removed,
-exit status 1.
+"""The terminal goes away under the dashboard (issue 30 item 2, issue 24 item 4): however it goes
+and whatever the dashboard is doing, the run ends the documented way within seconds — its
+results written (metrics.json no longer `running`), its name's lock released, its control
+socket removed, exit status 1.
 
 Before, a terminal that hung up while the quit dialog waited for cancels killed Textual's
 output thread, the event loop then blocked for good on its full queue, and no signal could end
-the process, which held its run name.
+the process, which held its run name; and the two SIGHUPs one closing brings (the kernel's,
+then the shell's to its jobs) counted as a second stop, which exits without writing the end.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def test_closing_the_terminal_during_the_quit_dialogs_wait_ends_the_run_written(
 ) -> None:
     """`q`, `c` (cancel them on the server, wait, then quit), its server frozen so that the
     wait goes on, then the terminal closes: as the only thing that happens (a terminal that
-    is no controlling one), or with the hang-up the kernel sends (SIGHUP and SIGCONT)."""
+    is no controlling one), or with the hang-up the kernel sends (SIGHUP and SIGCONT) and the
+    shell's SIGHUP after it."""
     rows = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(SLOW_ROWS, metadata={"sleep": 20}))
     for attempt in range(REPEATS):
         hung_up = attempt % 2 == 1
@@ -78,6 +80,8 @@ def test_closing_the_terminal_during_the_quit_dialogs_wait_ends_the_run_written(
             run.type(b"c")
             run.wait_for_screen(b"cancelling in-flight rollouts", "the quit dialog's wait")
             run.close_terminal()
+            if hung_up:
+                run.process.send_signal(signal.SIGHUP)
             code = run.finish(END_TIMEOUT_SEC)
         finally:
             run.finish(0)
@@ -87,3 +91,27 @@ def test_closing_the_terminal_during_the_quit_dialogs_wait_ends_the_run_written(
                     f"{frozen_server.url}/rollout/cancel", json={"ids": running}, timeout=30
                 ).raise_for_status()
         check_ended_written(run, code)
+
+
+def test_a_hang_up_writes_the_runs_end_every_time(tmp_path: Path) -> None:
+    """The terminal of a running eval closes, as `tmux kill-session` closes it: the kernel
+    hangs it up (SIGHUP, SIGCONT) and the shell sends its jobs SIGHUP too."""
+    for attempt in range(REPEATS):
+        run = PtyEval(tmp_path, f"hup{attempt}", controlling=True)
+        try:
+            run.wait_for_screen(b"osmosis-tui", "the dashboard to draw")
+            journal = run.folder / "events.jsonl"
+
+            def first_finished(run: PtyEval = run, journal: Path = journal) -> bool:
+                run.read()
+                return journal.exists() and bool(journal.read_text())
+
+            eventually_sync(first_finished, "a first finished item")
+            run.close_terminal()
+            run.process.send_signal(signal.SIGHUP)
+            code = run.finish(END_TIMEOUT_SEC)
+        finally:
+            run.finish(0)
+        check_ended_written(run, code)
+        journaled = read_jsonl(run.folder / "events.jsonl")
+        assert len(read_jsonl(run.folder / "index.jsonl")) == len(journaled)

@@ -17,8 +17,10 @@ from tui.commands.std_streams import forgiving_std_streams
 from tui.sources.live import EvalSource
 
 # A polite kill and the terminal closing end the dashboard as `q` then "leave" would: no new
-# rollouts, those in flight left to their leases, the results written (exit 1). A second
-# one exits at once (everything finished is already in events.jsonl). Ctrl-C is a key here.
+# rollouts, those in flight left to their leases, the results written (exit 1). A SIGTERM
+# after either exits at once (everything finished is already in events.jsonl). A hang-up is
+# one event however many SIGHUPs it brings (the kernel's, then the shell's to its jobs): a
+# SIGHUP never cuts the run's end short. Ctrl-C is a key here.
 STOPS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -67,13 +69,14 @@ async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
             ending = asyncio.ensure_future(app.source.close())
         app.exit()
 
-    def signalled(_signum: int, _frame: object) -> None:
+    def signalled(signum: int, _frame: object) -> None:
         nonlocal signalled_before
-        if signalled_before:
+        if signalled_before and signum == signal.SIGTERM:
             os._exit(exit_codes.NOT_DONE)
-        signalled_before = True
         app.give_up_terminal()
-        loop.call_soon_threadsafe(end_now)
+        if not signalled_before:
+            signalled_before = True
+            loop.call_soon_threadsafe(end_now)
 
     app.on_terminal_lost = end_now
     previous = {signum: signal.signal(signum, signalled) for signum in STOPS}
