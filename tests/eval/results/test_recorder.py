@@ -45,4 +45,3 @@ def test_the_board_s_hooks_write_the_record_s_fields_once_the_folder_is_open(
         {"kind": "dispatch", "max_in_flight": 4, "t": 1.5},
         {"kind": "control", "action": "max_in_flight", "value": 2, "t": 1.5},
     ]  # fmt: skip
-
