@@ -12,7 +12,7 @@ then the shell's to its jobs) counted as a second stop, which exits without writ
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -43,53 +43,83 @@ def check_ended_written(run: PtyEval, code: int | None) -> None:
     assert not run.control_socket_left()
 
 
+def both_running(run: PtyEval) -> list[str]:
+    """The ids of the slow rows' rollouts once both run, else nothing."""
+    run.read()
+    transitions = run.folder / "transitions.jsonl"
+    ids = [
+        t["rollout_id"]
+        for t in (read_jsonl(transitions) if transitions.exists() else [])
+        if t["kind"] == "status" and t["status"] == "running"
+    ]
+    return ids if len(ids) == SLOW_ROWS else []
+
+
+def close_the_terminal_in_the_quit_dialogs_wait(
+    tmp_path: Path, name: str, server: ServedDemo, server_goes: Callable[[], None], *, hung_up: bool
+) -> tuple[PtyEval, int | None, list[str]]:
+    """Both slow rows running, the server goes (`server_goes`), then `q`, `c` (cancel them
+    on the server, wait, then quit), and the terminal closes while the dialog waits: as the
+    only thing that happens (a terminal that is no controlling one), or (`hung_up`) with the
+    hang-up the kernel sends (SIGHUP and SIGCONT) and the shell's SIGHUP after it. The eval,
+    its exit status (None: still running), and the rollouts it had running."""
+    rows = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(SLOW_ROWS, metadata={"sleep": 20}))
+    run = PtyEval(
+        tmp_path,
+        name,
+        *("--server", server.url, "--dataset-file", str(rows)),
+        *("--max-in-flight", str(SLOW_ROWS)),
+        controlling=hung_up,
+    )
+    running: list[str] = []
+    try:
+        running = eventually_sync(lambda: both_running(run), "both rollouts running")
+        server_goes()
+        run.type(b"q")
+        run.wait_for_screen(b"Cancel them (c)", "the quit dialog")
+        run.type(b"c")
+        run.wait_for_screen(b"cancelling in-flight rollouts", "the quit dialog's wait")
+        run.close_terminal()
+        if hung_up:
+            run.process.send_signal(signal.SIGHUP)
+        return run, run.finish(END_TIMEOUT_SEC), running
+    finally:
+        run.finish(0)
+
+
 def test_closing_the_terminal_during_the_quit_dialogs_wait_ends_the_run_written(
     tmp_path: Path, frozen_server: ServedDemo
 ) -> None:
-    """`q`, `c` (cancel them on the server, wait, then quit), its server frozen so that the
-    wait goes on, then the terminal closes: as the only thing that happens (a terminal that
-    is no controlling one), or with the hang-up the kernel sends (SIGHUP and SIGCONT) and the
-    shell's SIGHUP after it."""
-    rows = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(SLOW_ROWS, metadata={"sleep": 20}))
+    """Its server frozen (SIGSTOP), so that the wait goes on for good."""
     for attempt in range(REPEATS):
-        hung_up = attempt % 2 == 1
-        run = PtyEval(
-            tmp_path,
-            f"gone{attempt}",
-            *("--server", frozen_server.url, "--dataset-file", str(rows)),
-            *("--max-in-flight", str(SLOW_ROWS)),
-            controlling=hung_up,
-        )
         running: list[str] = []
         try:
-
-            def both_running(run: PtyEval = run) -> list[str]:
-                run.read()
-                transitions = run.folder / "transitions.jsonl"
-                ids = [
-                    t["rollout_id"]
-                    for t in (read_jsonl(transitions) if transitions.exists() else [])
-                    if t["kind"] == "status" and t["status"] == "running"
-                ]
-                return ids if len(ids) == SLOW_ROWS else []
-
-            running = eventually_sync(both_running, "both rollouts running")
-            frozen_server.process.send_signal(signal.SIGSTOP)
-            run.type(b"q")
-            run.wait_for_screen(b"Cancel them (c)", "the quit dialog")
-            run.type(b"c")
-            run.wait_for_screen(b"cancelling in-flight rollouts", "the quit dialog's wait")
-            run.close_terminal()
-            if hung_up:
-                run.process.send_signal(signal.SIGHUP)
-            code = run.finish(END_TIMEOUT_SEC)
+            run, code, running = close_the_terminal_in_the_quit_dialogs_wait(
+                tmp_path,
+                f"gone{attempt}",
+                frozen_server,
+                lambda: frozen_server.process.send_signal(signal.SIGSTOP),
+                hung_up=attempt % 2 == 1,
+            )
         finally:
-            run.finish(0)
             frozen_server.process.send_signal(signal.SIGCONT)
             if running:  # left to their leases: their slots are freed for the next attempt
                 httpx.post(
                     f"{frozen_server.url}/rollout/cancel", json={"ids": running}, timeout=30
                 ).raise_for_status()
+        check_ended_written(run, code)
+
+
+def test_closing_the_terminal_during_the_quit_dialogs_wait_on_a_killed_server(
+    tmp_path: Path,
+) -> None:
+    """Its server killed (SIGKILL): the cancels and the polls fail, and the run waits for a
+    server to come back while the terminal closes."""
+    for attempt in range(REPEATS):
+        with served_demo() as server:
+            run, code, _ = close_the_terminal_in_the_quit_dialogs_wait(
+                tmp_path, f"killed{attempt}", server, server.kill, hung_up=attempt % 2 == 1
+            )
         check_ended_written(run, code)
 
 
