@@ -33,6 +33,8 @@ from typing import Literal
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Input
@@ -58,6 +60,7 @@ from tui.screens.rollout_view import RolloutViewScreen
 from tui.screens.transcript import TranscriptScreen
 from tui.settings import Settings, load_settings, save_settings, settings_path
 from tui.sources.base import DashboardSource
+from tui.terminal_driver import TerminalDriver
 from tui.widgets.details import DetailsPane
 from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
@@ -174,6 +177,33 @@ class DashboardApp(App[None]):
         self.failure: str | None = None
         self.settings_file = settings_path()
         self._apply_settings(load_settings(self.settings_file))
+        #: What the app does once its terminal is gone (`TerminalDriver.Lost`): exit, unless
+        #: the front end that runs it ends its work first (`run_and_close`).
+        self.on_terminal_lost: Callable[[], None] = self.exit
+
+    # -- the terminal ------------------------------------------------------------------------
+
+    def get_driver_class(self) -> type[Driver]:
+        chosen = super().get_driver_class()
+        # Textual's own on Linux and macOS, made safe for a terminal that goes away.
+        return TerminalDriver if chosen is LinuxDriver else chosen
+
+    @on(TerminalDriver.Lost)
+    def _terminal_lost(self) -> None:
+        self.on_terminal_lost()
+
+    def give_up_terminal(self) -> None:
+        """Wait on a terminal that takes no output no longer than `GIVE_UP_AFTER_SEC`: the
+        app is about to close. Safe from a signal handler."""
+        driver = self._driver
+        if isinstance(driver, TerminalDriver):
+            driver.give_up_terminal()
+
+    @property
+    def terminal_gone(self) -> bool:
+        """The terminal failed a write or was given up: nothing written to it arrives."""
+        driver = self._driver
+        return isinstance(driver, TerminalDriver) and driver.output.gone
 
     # -- layout ----------------------------------------------------------------------------
 

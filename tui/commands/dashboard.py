@@ -17,8 +17,10 @@ from tui.commands.std_streams import forgiving_std_streams
 from tui.sources.live import LiveSource
 
 # A polite kill and the terminal closing end the dashboard as `q` then "leave" would: no new
-# rollouts, those in flight left to their leases, the results written (exit 1). A second
-# one exits at once (everything finished is already in events.jsonl). Ctrl-C is a key here.
+# rollouts, those in flight left to their leases, the results written (exit 1). A SIGTERM
+# after either exits at once (everything finished is already in events.jsonl). A hang-up is
+# one event however many SIGHUPs it brings (the kernel's, then the shell's to its jobs): a
+# SIGHUP never cuts the run's end short. Ctrl-C is a key here.
 STOPS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -50,21 +52,36 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
 
 async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
     """Run `app` (`run_options` as `App.run_async` takes them); however it ends (a quit, a
-    second `q` while the run winds down, an error anywhere in it, SIGTERM or SIGHUP), then end
-    its source's work and wait until the results are written. An error in the dashboard is
-    said in one line (its traceback is in the log), never raised from here."""
-    loop = asyncio.get_running_loop()
-    stops = 0
+    second `q` while the run winds down, an error anywhere in it, SIGTERM, SIGHUP, or its
+    terminal gone), then end its source's work and wait until the results are written. An
+    error in the dashboard is said in one line (its traceback is in the log), never raised
+    from here.
 
-    def stop() -> None:
-        nonlocal stops
-        stops += 1
-        if stops > 1:
-            os._exit(exit_codes.NOT_DONE)
+    The run's end never waits on the terminal: a stop starts it at once, beside the app's
+    shutdown (which gives up a terminal that takes no output, `TerminalDriver`), and the
+    signal handlers are Python's own, which run even while the event loop waits on a write.
+    """
+    loop = asyncio.get_running_loop()
+    signalled_before = False
+    ending: asyncio.Future[None] | None = None
+
+    def end_now() -> None:
+        nonlocal ending
+        if ending is None:  # the run's end, whatever becomes of the app's shutdown
+            ending = asyncio.ensure_future(app.source.close())
         app.exit()
 
-    for signum in STOPS:
-        loop.add_signal_handler(signum, stop)
+    def signalled(signum: int, _frame: object) -> None:
+        nonlocal signalled_before
+        if signalled_before and signum == signal.SIGTERM:
+            os._exit(exit_codes.NOT_DONE)
+        app.give_up_terminal()
+        if not signalled_before:
+            signalled_before = True
+            loop.call_soon_threadsafe(end_now)
+
+    app.on_terminal_lost = end_now
+    previous = {signum: signal.signal(signum, signalled) for signum in STOPS}
     try:
         await app.run_async(**run_options)
     except Exception as error:
@@ -75,8 +92,8 @@ async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
         with forgiving_std_streams("the run goes on to write its results"):
             if app.failure is not None:
                 print(f"osmosis-tui: the dashboard failed ({app.failure})", file=sys.stderr)
-            if not app.source.finished:
+            if not app.source.finished and not app.terminal_gone:
                 print("winding the run down and writing its results…", file=sys.stderr, flush=True)
-            await app.source.close()
-        for signum in STOPS:
-            loop.remove_signal_handler(signum)
+            await (app.source.close() if ending is None else ending)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)

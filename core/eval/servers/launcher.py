@@ -41,6 +41,9 @@ HEALTH_POLL_SEC = 0.05
 STARTUP_TIMEOUT_SEC = 90.0
 STOP_GRACE_SEC = 5.0
 STOP_POLL_SEC = 0.05
+# How often a child's guard is looked at: its end while its group lives on (it was killed) is
+# noticed within this, and the group killed.
+GUARD_POLL_SEC = 0.2
 # After a child's group is gone, how long its last output may take to be read.
 OUTPUT_DRAIN_SEC = 2.0
 VERSION_PROBE_TIMEOUT_SEC = 10.0
@@ -340,9 +343,11 @@ async def _child(
         on_line(text)
 
     pump = asyncio.create_task(_pump_output(process, line))
+    guard = asyncio.create_task(_guard_ended(process, command, log))
     try:
         yield child
     finally:
+        await cancel_and_wait(guard)
         try:
             await _stop(process, lambda message: log(SERVER_STEP, message))
         finally:
@@ -354,6 +359,25 @@ async def _child(
             # Its group is gone, yet its output is still open: something it started left the
             # group (a daemon) and holds it. The run must not wait for that.
             log(SERVER_STEP, f"{Path(command[0]).name}: output still open after it stopped")
+
+
+async def _guard_ended(
+    process: asyncio.subprocess.Process, command: list[str], log: LaunchLog
+) -> None:
+    """The guard leads the child's group and ends once the group is empty: a guard that
+    ends while its group lives on was killed, and nothing would stop the group when this
+    process dies. It is taken for the end of the group: what is left of it is killed (a
+    server's pool then finds the server gone)."""
+    # Polled, as no event says it: `process.wait()` also waits for the child's output to
+    # close, and what is left of the group holds it open.
+    while process.returncode is None:  # noqa: ASYNC110
+        await asyncio.sleep(GUARD_POLL_SEC)
+    if _signal_group(process.pid, signal.SIGKILL):
+        log(
+            SERVER_STEP,
+            f"{Path(command[0]).name}: its guard process ended (status {process.returncode}) "
+            "while its process group lived on; the group is killed",
+        )
 
 
 async def _pump_output(process: asyncio.subprocess.Process, on_line: Callable[[str], None]) -> None:

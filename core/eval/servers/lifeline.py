@@ -5,11 +5,14 @@ The launcher starts every child (`uv sync`, `uv run` and the rollout server unde
 the guard, this file run as a script by the eval's own interpreter (`-I`: the standard library
 only, whatever the child's environment says). The guard leads the child's new session and
 process group, holds the read end of a pipe whose only write end the eval holds, and runs the
-command in its group. While the eval lives, the guard waits for the command and exits as it
-did: stopping the group stays the launcher's job (SIGTERM, then SIGKILL after the grace). When
-the eval is gone, the kernel closes the write end, the read end reports EOF, and the guard
-stops the group itself: SIGTERM, then, once the command has ended or the grace is over,
-SIGKILL to what is left of the group, the guard last.
+command in its group. While the eval lives, the guard waits until its group is empty — the
+command ended, and whatever it started in the group too (a SIGKILLed `uv run` leaves its server
+serving) — and exits as the command did: stopping the group stays the launcher's job (SIGTERM,
+then SIGKILL after the grace), and a guard that ends while its group lives on (killed) is
+taken by the launcher for the end of the group, which it kills. When the eval is gone, the
+kernel closes the write end, the read end reports EOF, and the guard stops the group itself:
+SIGTERM, then, once the group is empty but for the guard or the grace is over, SIGKILL to what
+is left of the group, the guard last.
 
 Why a pipe and not `prctl(PR_SET_PDEATHSIG)`: that signal is sent when the *thread* that
 forked the child ends, not its process; it is per process and cleared for the children of a
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
 _RESTORED = tuple(
     getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
 )
+# How often the guard looks whether its group is empty, once its command has ended.
+_GROUP_POLL_SEC = 0.2
 
 
 def guarded_command(command: Sequence[str], lifeline: int, *, grace_sec: float) -> list[str]:
@@ -75,17 +80,22 @@ def _guard(lifeline: int, grace_sec: float, command: list[str]) -> NoReturn:
     except OSError as exc:
         print(f"cannot run {command[0]}: {exc}", file=sys.stderr, flush=True)
         sys.exit(127)  # as a shell says "command not found"
+    status: int | None = None  # the command's, once it ended
     while True:
-        readable, _, _ = select.select([lifeline, wakeup], [], [])
+        # Once the command has ended, what it left in the group is no child of the guard's:
+        # its end sends no SIGCHLD, and is looked for every _GROUP_POLL_SEC.
+        timeout = None if status is None else _GROUP_POLL_SEC
+        readable, _, _ = select.select([lifeline, wakeup], [], [], timeout)
         if wakeup in readable:
             _drain(wakeup)
+        if status is None:
             status = _ended(pid)
-            if status is not None:
-                _exit_as(status)
         # Nothing is ever written to the lifeline: readable means EOF, the eval is gone, and
         # nobody else will stop the group.
         if lifeline in readable and not os.read(lifeline, 1):
-            _stop_group(pid, wakeup, grace_sec)
+            _stop_group(pid, status, wakeup, grace_sec)
+        if status is not None and not _others_in_group():
+            _exit_as(status)
 
 
 def _wakeup_pipe() -> int:
@@ -113,13 +123,41 @@ def _ended(pid: int) -> int | None:
     return os.waitstatus_to_exitcode(status) if done else None
 
 
-def _stop_group(pid: int, wakeup: int, grace_sec: float) -> NoReturn:
-    """SIGTERM to the group; once the command has ended, or after the grace, SIGKILL to what
-    is left of it, the guard included."""
+def _others_in_group() -> bool:
+    """Whether a process of the guard's group other than the guard still runs (a zombie has
+    ended). Read from /proc; where there is none, nothing is seen and the guard ends with its
+    command, as the group's own end cannot be told."""
+    group, me = os.getpgrp(), os.getpid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                # "pid (comm) state ppid pgrp ...": comm may hold anything, ")" included.
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:  # gone meanwhile
+            continue
+        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == group:
+            return True
+    return False
+
+
+def _stop_group(pid: int, status: int | None, wakeup: int, grace_sec: float) -> NoReturn:
+    """SIGTERM to the group; once nothing but the guard is left of it, or after the grace,
+    SIGKILL to what is left of it, the guard included. (`status`: the command's, if it has
+    ended already.)"""
     os.killpg(0, signal.SIGTERM)
     deadline = time.monotonic() + grace_sec
-    while _ended(pid) is None and (left := deadline - time.monotonic()) > 0:
-        if select.select([wakeup], [], [], left)[0]:
+    while (left := deadline - time.monotonic()) > 0:
+        if status is None:
+            status = _ended(pid)
+        if status is not None and not _others_in_group():
+            break
+        if select.select([wakeup], [], [], min(left, _GROUP_POLL_SEC))[0]:
             _drain(wakeup)
     os.killpg(0, signal.SIGKILL)
     os._exit(128 + signal.SIGKILL)  # not reached: the signal has ended the guard as well
@@ -128,7 +166,8 @@ def _stop_group(pid: int, wakeup: int, grace_sec: float) -> NoReturn:
 def _exit_as(status: int) -> NoReturn:
     """Exit as the command did: with its code, or by the signal that ended it."""
     if status < 0:
-        signal.signal(-status, signal.SIG_DFL)
+        if -status != signal.SIGKILL:  # no handler to reset: setting one raises
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     sys.exit(128 - status if status < 0 else status)
 

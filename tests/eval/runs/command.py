@@ -155,6 +155,21 @@ def alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
+def launched_process(pids: list[int], which: str) -> int:
+    """Among the processes of one launch (`processes_in`), its `guard` (the lifeline's, at the
+    head of the group) or its `uv run`, told by their command lines."""
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if which == "guard" and argv[2:3] and argv[2].endswith(b"lifeline.py"):
+            return pid
+        if which == "uv run" and Path(os.fsdecode(argv[0])).name == "uv" and argv[1:2] == [b"run"]:
+            return pid
+    raise AssertionError(f"no {which} among {pids}")
+
+
 def server_pids(logs: str) -> list[int]:
     """The pids the workspace entrypoints print at start-up (see workspace/rollouts/), from
     a run's logs.txt."""

@@ -5,6 +5,7 @@ environment or the server's processes are not what it expects."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from core.eval.servers.launcher import LaunchError, launched_rollout_server
 from core.serving.loopback import serve_in_loop
 from server_stub import LocalBackend, create_rollout_server
 from server_stub.demo import MultiplyWorkflow
-from tests.eval.runs.command import processes_in, rollout_pythonpath
+from tests.eval.runs.command import launched_process, processes_in, rollout_pythonpath
+from tests.polling import eventually
 
 GREETING = {"WORKSPACE_GREETING": "hello"}
 
@@ -116,6 +118,22 @@ async def test_what_outlives_sigterm_is_killed_after_the_grace(
     assert any(
         line.endswith("did not stop within 1 s of SIGTERM; killing it")
         for line in launches.step("server")
+    )
+
+
+async def test_a_killed_guard_is_taken_for_the_servers_end(workspace: Path) -> None:
+    """Its group would outlive the eval: nothing else holds the lifeline. The group is killed
+    at once, and the run finds its server gone (before, it went on serving, unguarded)."""
+    launches = Launches()
+    folder = rollout_dir(workspace)
+    async with launches.server(workspace):
+        launched = processes_in(folder)
+        os.kill(launched_process(launched, "guard"), signal.SIGKILL)
+        await eventually(lambda: processes_in(folder) == [], "the launched group to be killed")
+    (said,) = [line for line in launches.step("server") if "its guard process ended" in line]
+    assert said == (
+        "uv: its guard process ended (status -9) while its process group lived on; "
+        "the group is killed"
     )
 
 

@@ -21,6 +21,7 @@ from tests.eval.runs.command import (
     REPO,
     alive,
     child_env,
+    launched_process,
     processes_in,
     run_eval,
     server_pids,
@@ -276,9 +277,12 @@ def running_rollouts(folder: Path) -> set[str]:
     }
 
 
-def sigkill_while_a_row_runs(workspace: Path, dataset: Path, servers_started: int) -> None:
+def sigkill_while_a_row_runs(
+    workspace: Path, dataset: Path, servers_started: int, *, killed_first: str | None = None
+) -> None:
     """Start (or resume) the run, SIGKILL it once a row runs on the `servers_started`-th
-    launched server, and check that every process of that launch goes with it."""
+    launched server (after its `killed_first`, `uv run` or `guard`, if given), and check that
+    every process of that launch goes with it."""
     rollout = (workspace / "rollouts" / "multiply").resolve()
     folder = run_folder(workspace, "killed")
     ran_before = running_rollouts(folder)
@@ -295,6 +299,17 @@ def sigkill_while_a_row_runs(workspace: Path, dataset: Path, servers_started: in
     )
     launched = processes_in(rollout)  # `uv run`, the server, and whatever else runs there
     try:
+        if killed_first is not None:
+            first = launched_process(launched, killed_first)
+            os.kill(first, signal.SIGKILL)
+            # Its end seen where it is watched: `uv run` reaped by the guard; the guard's by
+            # the eval, which says so.
+            eventually_sync(lambda: not Path(f"/proc/{first}").exists(), f"{killed_first} reaped")
+            if killed_first == "guard":
+                eventually_sync(
+                    lambda: "its guard process ended" in (folder / "logs.txt").read_text(),
+                    "the eval to notice its guard's end",
+                )
         run.send_signal(signal.SIGKILL)
         run.finish()
         eventually_sync(
@@ -311,6 +326,17 @@ def test_sigkill_of_the_eval_takes_the_workspace_server_with_it(workspace: Path)
     sigkill_while_a_row_runs(workspace, dataset, servers_started=1)
     # Resumed and killed again: never one more server left per kill.
     sigkill_while_a_row_runs(workspace, dataset, servers_started=2)
+
+
+@pytest.mark.parametrize("first", ["uv run", "guard"])
+def test_sigkill_of_the_eval_takes_the_server_with_it_after_its_uv_run_or_guard_was_killed(
+    workspace: Path, first: str
+) -> None:
+    """A SIGKILLed `uv run` leaves its server serving, and the guard guards it still; a
+    SIGKILLed guard is taken for the server's end. (Before, either left the server serving
+    after the eval's SIGKILL.)"""
+    dataset = write_jsonl(workspace / "slow.jsonl", multiply_rows(2, metadata={"sleep": 60}))
+    sigkill_while_a_row_runs(workspace, dataset, servers_started=1, killed_first=first)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])

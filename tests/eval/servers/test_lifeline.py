@@ -10,12 +10,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import pytest
 
 from core.eval.servers.lifeline import guarded_command
+from tests.polling import eventually_sync
 
 #: Longer than any of these guards takes to end.
 ENDS_WITHIN_SEC = 30.0
@@ -66,7 +67,9 @@ def guarded(argv: list[str], *, grace_sec: float = 5.0) -> Iterator[Guarded]:
     finally:
         if run.write_end is not None:
             os.close(run.write_end)
-        if process.poll() is None:
+        # The whole group, also when the guard has ended: what it left must not outlive a
+        # failed test.
+        with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         for stream in (process.stdout, process.stderr):
@@ -89,9 +92,11 @@ def test_the_guard_exits_with_the_command_s_code(code: int) -> None:
         assert run.wait() == code
 
 
-def test_the_guard_ends_by_the_signal_that_ended_the_command() -> None:
-    with guarded(python("import os, signal; os.kill(os.getpid(), signal.SIGUSR1)")) as run:
-        assert run.wait() == -signal.SIGUSR1
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGKILL], ids=["SIGUSR1", "SIGKILL"])
+def test_the_guard_ends_by_the_signal_that_ended_the_command(signum: int) -> None:
+    """SIGKILL too, which has no handler to reset (setting one raised: a traceback, exit 1)."""
+    with guarded(python(f"import os; os.kill(os.getpid(), {signum})")) as run:
+        assert run.wait() == -signum
 
 
 def test_a_command_that_cannot_run_is_exit_127_naming_it() -> None:
@@ -176,3 +181,57 @@ def test_the_group_s_sigterm_is_for_the_command_and_the_guard_exits_as_it_did() 
         assert run.line() == "ready"
         os.killpg(run.process.pid, signal.SIGTERM)
         assert run.wait() == 143
+
+
+def starts_a_server(then: str) -> list[str]:
+    """A command that starts a "server" in its group, as `uv run` starts the rollout server,
+    says both pids, then does `then`."""
+    return python(
+        "import os, subprocess, sys, time\n"
+        "server = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "print(os.getpid(), server.pid, flush=True)\n"
+        f"{then}\n"
+    )
+
+
+def reaped(pid: int) -> bool:
+    """Gone from /proc: its parent (the guard) has waited for it, not only a zombie."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.parametrize(
+    "end", ["sigkill", "exit"], ids=["command-sigkilled", "command-exits-first"]
+)
+def test_what_the_command_left_in_the_group_stays_guarded_until_the_eval_is_gone(
+    end: str,
+) -> None:
+    """`uv run` SIGKILLed (or a command that ends before what it started) while the server
+    goes on serving: the guard stays at the head of the group, and the eval's end still takes
+    the server with it. (Before, the guard ended with its command: nothing held the lifeline,
+    and a SIGKILLed eval left the server serving.)"""
+    then = "time.sleep(600)" if end == "sigkill" else "sys.exit(0)"
+    with guarded(starts_a_server(then)) as run:
+        command, server = (int(pid) for pid in run.line().split())
+        if end == "sigkill":
+            os.kill(command, signal.SIGKILL)
+        eventually_sync(lambda: reaped(command), "the guard to reap its command")
+        assert running(server)
+        run.eval_gone()
+        assert run.wait() == -signal.SIGKILL  # the guard ends with its group
+        eventually_sync(lambda: not running(server), "the server to go with the eval")
+
+
+@pytest.mark.parametrize(
+    ("then", "status"),
+    [("time.sleep(600)", -signal.SIGKILL), ("sys.exit(3)", 3)],
+    ids=["command-sigkilled", "command-exits-3"],
+)
+def test_the_guard_ends_as_its_command_did_once_its_group_is_empty(then: str, status: int) -> None:
+    with guarded(starts_a_server(then)) as run:
+        command, server = (int(pid) for pid in run.line().split())
+        if status == -signal.SIGKILL:
+            os.kill(command, signal.SIGKILL)
+        eventually_sync(lambda: reaped(command), "the guard to reap its command")
+        os.kill(server, signal.SIGTERM)
+        assert run.wait() == status  # told once the group is empty, the eval still there
+        assert run.write_end is not None
