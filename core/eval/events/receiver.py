@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections.abc import Callable
 
 from google.protobuf import json_format
@@ -73,6 +72,7 @@ from core.serving.loopback import (
     LoopbackService,
     listener_options,
 )
+from core.transport import CODINGS, ContentTooLarge, inflate
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +87,6 @@ READ_TIMEOUT_SEC = 10.0
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-# zlib's wbits for each Content-Encoding: gzip's header, or zlib's (HTTP's "deflate").
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 EventHook = Callable[[OwnershipEvent], None]
 
@@ -111,14 +109,14 @@ def _media_type(headers: Headers) -> str | None:
     return media_type if media_type in (PROTOBUF, JSON) else None
 
 
-def _wbits(headers: Headers) -> int | None:
-    """zlib's wbits for the body's encoding, None when it is not encoded."""
+def _coding(headers: Headers) -> str | None:
+    """The body's content coding, None when it is not encoded."""
     encoding = (header_text(headers, b"content-encoding") or "identity").strip().lower()
     if encoding in ("", "identity"):
         return None
-    if encoding not in _WBITS:
+    if encoding not in CODINGS:
         raise _Refusal(415, f"unsupported content encoding {encoding[:40]!r}")
-    return _WBITS[encoding]
+    return encoding
 
 
 def _declared_length(headers: Headers, limit: int) -> None:
@@ -139,18 +137,14 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
         raise _Refusal(413, f"the body is over {limit} bytes") from exc
 
 
-def _decompress(body: bytes, wbits: int, limit: int) -> bytes:
+def _decompress(body: bytes, coding: str, limit: int) -> bytes:
     """`body` decoded, refused once its content passes `limit` (so a small bomb stays small)."""
-    decoder = zlib.decompressobj(wbits)
     try:
-        content = decoder.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise _Refusal(400, "the body does not decompress") from exc
-    if len(content) > limit:
-        raise _Refusal(413, f"the decompressed body is over {limit} bytes")
-    if not decoder.eof or decoder.unused_data:
-        raise _Refusal(400, "the compressed body is truncated or has trailing data")
-    return content
+        return inflate(body, coding, limit)
+    except ContentTooLarge as exc:
+        raise _Refusal(413, f"the decompressed body is over {limit} bytes") from exc
+    except ValueError as exc:
+        raise _Refusal(400, str(exc)) from exc
 
 
 def decode_export_request(content: bytes, media_type: str) -> ExportLogsServiceRequest:
@@ -301,13 +295,13 @@ class EventReceiver(LoopbackService):
         media_type = _media_type(headers)
         if media_type is None:
             raise _Refusal(415, f"send {PROTOBUF} or {JSON}")
-        wbits = _wbits(headers)
+        coding = _coding(headers)
         _declared_length(headers, self._limit)
         try:
             body = await asyncio.wait_for(_read_body(receive, self._limit), self._read_timeout)
         except asyncio.TimeoutError as exc:
             raise _Refusal(408, "the body did not arrive in time") from exc
-        content = body if wbits is None else _decompress(body, wbits, self._limit)
+        content = body if coding is None else _decompress(body, coding, self._limit)
         del body  # the compressed copy is not needed while the request is parsed
         try:
             export = decode_export_request(content, media_type)
