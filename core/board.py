@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 STUCK_MEDIAN_FACTOR = 3.0
 STUCK_FLOOR_SEC = 30.0
 # Server events of rollouts not on the board yet (the event may beat the admission answer, or
-# belong to another client of a shared server): kept for this many rollouts, oldest dropped.
+# belong to another client of a shared server): kept for this many rollouts, oldest dropped,
+# and per rollout the first of each status only (a repeat is no news: the board would ignore
+# it), so one id flooded with events holds as little as any other.
 MAX_EARLY_EVENT_ROLLOUTS = 4096
 
 
@@ -130,7 +132,7 @@ class RolloutBoard:
         self._accounted: dict[str, int] = {}
         self._phase_of: dict[str, RolloutStatus] = {}
         self._counted_as: dict[str, str | None] = {}
-        self._early_events: dict[str, list[PhaseMark]] = {}
+        self._early_events: dict[str, dict[RolloutStatus, PhaseMark]] = {}
         # Kept up to date as records change, so that a repaint never walks every record:
         # counts per display status, failures per category, and, per phase, the in-flight
         # rollouts in the order they entered it (oldest first: the stuck ones lead).
@@ -270,7 +272,7 @@ class RolloutBoard:
         for feed in self._feeds:
             feed.add(record.rollout_id)
         self._account(record)
-        for mark in self._early_events.pop(record.rollout_id, ()):
+        for mark in self._early_events.pop(record.rollout_id, {}).values():
             self.server_mark(record.rollout_id, mark)
 
     # -- server events ---------------------------------------------------------------------
@@ -286,8 +288,8 @@ class RolloutBoard:
             if early is None:
                 if len(self._early_events) >= MAX_EARLY_EVENT_ROLLOUTS:
                     del self._early_events[next(iter(self._early_events))]
-                early = self._early_events[rollout_id] = []
-            early.append(mark)
+                early = self._early_events[rollout_id] = {}
+            early.setdefault(mark.status, mark)
             return
         known = record.marks.get(mark.status)
         if known is not None and known.source == "server":

@@ -105,6 +105,19 @@ def test_events_that_beat_the_admission_answer_wait_for_the_rollout() -> None:
     assert len(board._early_events) == MAX_EARLY_EVENT_ROLLOUTS
 
 
+def test_a_flood_of_events_for_one_unknown_id_is_kept_as_one_per_status() -> None:
+    """Issue 30 §4: 1,200,000 events for one ghost id from one local sender took +232 MiB.
+    A repeat of a status is no news: the first of each is kept, and it is what the rollout
+    gets should it come."""
+    board, seen = recording_board()
+    for sequence in range(200_000):
+        board.server_mark("ghost", server((Q, R)[sequence % 2], 1.0 + sequence, sequence))
+    assert [mark.event_sequence for mark in board._early_events["ghost"].values()] == [0, 1]
+    record = board.observe("ghost", Q, 1.5, grade=True)
+    assert (record.marks[Q].at, record.marks[R].at) == (1.0, 2.0)
+    assert [(m.status, m.source) for _, m in seen] == [(Q, "poll"), (Q, "server"), (R, "server")]
+
+
 def test_durations_and_stuck_read_the_servers_times() -> None:
     board = RolloutBoard(stuck_after_sec=5.0)
     record = board.observe("r", Q, 0.0, grade=True)
@@ -135,3 +148,4 @@ def test_a_cancel_that_failed_leaves_the_rollout_as_it_was() -> None:
     assert record.cancelling
     record.cancels[-1].error = "ConnectError: the server is gone"
     assert not record.cancelling
+
