@@ -50,6 +50,13 @@ STUCK_FLOOR_SEC = 30.0
 MAX_EARLY_EVENT_ROLLOUTS = 4096
 
 
+def _reporting_server(record: RolloutRecord, default: str | None) -> str | None:
+    """The `server_id` of the first server report a rollout got; `default` before any."""
+    return next(
+        (mark.server_id for mark in record.marks.values() if mark.source == "server"), default
+    )
+
+
 @dataclass(frozen=True)
 class ChangeBatch:
     """Ids whose records changed since the previous batch, and the batch's number."""
@@ -281,7 +288,9 @@ class RolloutBoard:
         """A status the server reported giving a rollout (`mark.source == "server"`).
 
         The first report of each status counts; a repeat (an exporter's retry, a replayed
-        batch) changes nothing. For a rollout not on the board yet it is kept until it is."""
+        batch) changes nothing. For a rollout not on the board yet it is kept until it is.
+        A rollout is one server's: once a server has reported it, a report from another
+        `server_id` (any local process can post events) is refused, never recorded."""
         record = self.records.get(rollout_id)
         if record is None:
             early = self._early_events.get(rollout_id)
@@ -293,6 +302,8 @@ class RolloutBoard:
             return
         known = record.marks.get(mark.status)
         if known is not None and known.source == "server":
+            return
+        if mark.server_id != _reporting_server(record, mark.server_id):
             return
         if known is not None:  # a poll saw it first: the server's time is the exact one
             mark = replace(mark, polled_at=known.at)

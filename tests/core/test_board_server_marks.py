@@ -149,3 +149,21 @@ def test_a_cancel_that_failed_leaves_the_rollout_as_it_was() -> None:
     record.cancels[-1].error = "ConnectError: the server is gone"
     assert not record.cancelling
 
+
+def test_a_rollout_is_one_servers_reports_from_another_server_id_are_refused() -> None:
+    """Issue 30 §13: any local process can post events; once a rollout's server reported it,
+    a cancel (or any status) from another `server_id` changes nothing and is not recorded,
+    also when it was waiting for the rollout to be added."""
+    board, seen = recording_board()
+    board.server_mark("early", server(Q, 0.5, 0, "srv"))
+    board.server_mark("early", server(C, 0.6, 1, "forger"))
+    early = board.observe("early", Q, 1.0, grade=True)
+    record = board.observe("r", Q, 1.0, grade=True)
+    board.server_mark("r", server(R, 1.5, 2, "srv"))
+    board.server_mark("r", server(C, 1.6, 3, "forger"))
+    board.server_mark("r", server(G, 1.7, 4, "forger"))
+    assert record.status is R and set(record.marks) == {Q, R}
+    assert early.status is Q and set(early.marks) == {Q}
+    assert {m.server_id for _, m in seen if m.source == "server"} == {"srv"}
+    board.server_mark("r", server(G, 1.8, 5, "srv"))
+    assert record.status is G

@@ -30,6 +30,9 @@ holds nothing here; one that had not finished sending may see the reset instead 
 answer. A body longer than its Content-Length is read as declared; uvicorn refuses the bytes
 after it as a malformed next request.
 
+An ownership record dated more than `clock_slack_sec` (300 s) from the receiver's clock is not
+a usable event (forged, or from a broken clock): it is counted as dropped, never handed on.
+
 Otherwise the answer is OTLP's success, an `ExportLogsServiceResponse` in the request's
 encoding, with `partial_success.rejected_log_records` counting the records that were not
 usable ownership events. The counts since start are `accepted` (events handed to the hook),
@@ -51,7 +54,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 )
 
 from core.eval.errors import EvalError
-from core.eval.events.ownership import OwnershipEvent, ownership_event
+from core.eval.events.ownership import CLOCK_SLACK_SEC, OwnershipEvent, ownership_event
 from core.serving.asgi import (
     BodyTooLarge,
     Disconnected,
@@ -209,18 +212,21 @@ class EventReceiver(LoopbackService):
         max_body_bytes: int = MAX_BODY_BYTES,
         max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
         read_timeout_sec: float = READ_TIMEOUT_SEC,
+        clock_slack_sec: float | None = CLOCK_SLACK_SEC,
         shutdown_grace_sec: int = 2,
         http_limits: HttpLimits = HTTP_LIMITS,
     ) -> None:
         """`on_event` is called once per accepted event, in the event loop; an exception
         from it is logged and the event counted as dropped. `port` 0 picks a free port
-        (`--events-port` fixes it); `http_limits` bounds what one connection may make the
-        listener hold (request heads, connections)."""
+        (`--events-port` fixes it); `clock_slack_sec` is how far an event's time may be from
+        ours (None: any time, for records of a fixed, old time); `http_limits` bounds what
+        one connection may make the listener hold (request heads, connections)."""
         self._on_event = on_event
         self._port = port
         self._limit = max_body_bytes
         self._max_requests = max_concurrent_requests
         self._read_timeout = read_timeout_sec
+        self._clock_slack = clock_slack_sec
         self._requests = 0
         self._accepted = 0
         self._dropped = 0
@@ -308,24 +314,28 @@ class EventReceiver(LoopbackService):
         except ValueError as exc:
             raise _Refusal(400, str(exc)) from exc
         response = ExportLogsServiceResponse()
-        rejected = self._deliver(export, time.monotonic())
+        rejected = self._deliver(export, time.monotonic(), time.time())
         if rejected:
             response.partial_success.rejected_log_records = rejected
             response.partial_success.error_message = (
                 "only rollout.ownership records with a usable rollout_id, server_id, status "
-                "and event_sequence are accepted"
+                "and event_sequence, dated near the receiver's clock, are accepted"
             )
         return media_type, response
 
-    def _deliver(self, export: ExportLogsServiceRequest, received_at: float) -> int:
-        """Hand each usable record to the hook; returns how many were dropped."""
+    def _deliver(self, export: ExportLogsServiceRequest, received_at: float, now: float) -> int:
+        """Hand each usable record, dated near `now`, to the hook; returns how many were
+        dropped."""
         dropped = 0
         hook_failed = False
         for resource_logs in export.resource_logs:
             for scope_logs in resource_logs.scope_logs:
                 for record in scope_logs.log_records:
                     event = ownership_event(record, received_at=received_at)
-                    if event is None:
+                    if event is None or (
+                        self._clock_slack is not None
+                        and not event.dated_near(now, self._clock_slack)
+                    ):
                         dropped += 1
                         continue
                     try:
