@@ -471,10 +471,15 @@ class RolloutBoard:
     async def cancel_on_server(self, ids: Iterable[str]) -> dict[str, str]:
         """Ask each rollout's server to cancel it; returns a disposition or an error per id.
 
-        Finished, not-admitted and unknown ids are skipped. The terminal `cancelled` arrives
-        later through polling (an untracked rollout's we will not see).
+        Finished, not-admitted and unknown ids are skipped, and an id named again is asked for
+        once. The terminal `cancelled` arrives later through polling (an untracked rollout's
+        we will not see).
         """
-        targets = [r for r in map(self.records.get, ids) if r is not None and self.can_cancel(r)]
+        targets = [
+            r
+            for r in map(self.records.get, dict.fromkeys(ids))
+            if r is not None and self.can_cancel(r)
+        ]
         answers = await asyncio.gather(*(self._cancel_one(r) for r in targets))
         return dict(zip((r.rollout_id for r in targets), answers, strict=True))
 
