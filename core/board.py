@@ -44,8 +44,17 @@ if TYPE_CHECKING:
 STUCK_MEDIAN_FACTOR = 3.0
 STUCK_FLOOR_SEC = 30.0
 # Server events of rollouts not on the board yet (the event may beat the admission answer, or
-# belong to another client of a shared server): kept for this many rollouts, oldest dropped.
+# belong to another client of a shared server): kept for this many rollouts, oldest dropped,
+# and per rollout the first of each status only (a repeat is no news: the board would ignore
+# it), so one id flooded with events holds as little as any other.
 MAX_EARLY_EVENT_ROLLOUTS = 4096
+
+
+def _reporting_server(record: RolloutRecord, default: str | None) -> str | None:
+    """The `server_id` of the first server report a rollout got; `default` before any."""
+    return next(
+        (mark.server_id for mark in record.marks.values() if mark.source == "server"), default
+    )
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,7 @@ class RolloutBoard:
         self._accounted: dict[str, int] = {}
         self._phase_of: dict[str, RolloutStatus] = {}
         self._counted_as: dict[str, str | None] = {}
-        self._early_events: dict[str, list[PhaseMark]] = {}
+        self._early_events: dict[str, dict[RolloutStatus, PhaseMark]] = {}
         # Kept up to date as records change, so that a repaint never walks every record:
         # counts per display status, failures per category, and, per phase, the in-flight
         # rollouts in the order they entered it (oldest first: the stuck ones lead).
@@ -270,7 +279,7 @@ class RolloutBoard:
         for feed in self._feeds:
             feed.add(record.rollout_id)
         self._account(record)
-        for mark in self._early_events.pop(record.rollout_id, ()):
+        for mark in self._early_events.pop(record.rollout_id, {}).values():
             self.server_mark(record.rollout_id, mark)
 
     # -- server events ---------------------------------------------------------------------
@@ -279,18 +288,22 @@ class RolloutBoard:
         """A status the server reported giving a rollout (`mark.source == "server"`).
 
         The first report of each status counts; a repeat (an exporter's retry, a replayed
-        batch) changes nothing. For a rollout not on the board yet it is kept until it is."""
+        batch) changes nothing. For a rollout not on the board yet it is kept until it is.
+        A rollout is one server's: once a server has reported it, a report from another
+        `server_id` (any local process can post events) is refused, never recorded."""
         record = self.records.get(rollout_id)
         if record is None:
             early = self._early_events.get(rollout_id)
             if early is None:
                 if len(self._early_events) >= MAX_EARLY_EVENT_ROLLOUTS:
                     del self._early_events[next(iter(self._early_events))]
-                early = self._early_events[rollout_id] = []
-            early.append(mark)
+                early = self._early_events[rollout_id] = {}
+            early.setdefault(mark.status, mark)
             return
         known = record.marks.get(mark.status)
         if known is not None and known.source == "server":
+            return
+        if mark.server_id != _reporting_server(record, mark.server_id):
             return
         if known is not None:  # a poll saw it first: the server's time is the exact one
             mark = replace(mark, polled_at=known.at)
@@ -458,10 +471,15 @@ class RolloutBoard:
     async def cancel_on_server(self, ids: Iterable[str]) -> dict[str, str]:
         """Ask each rollout's server to cancel it; returns a disposition or an error per id.
 
-        Finished, not-admitted and unknown ids are skipped. The terminal `cancelled` arrives
-        later through polling (an untracked rollout's we will not see).
+        Finished, not-admitted and unknown ids are skipped, and an id named again is asked for
+        once. The terminal `cancelled` arrives later through polling (an untracked rollout's
+        we will not see).
         """
-        targets = [r for r in map(self.records.get, ids) if r is not None and self.can_cancel(r)]
+        targets = [
+            r
+            for r in map(self.records.get, dict.fromkeys(ids))
+            if r is not None and self.can_cancel(r)
+        ]
         answers = await asyncio.gather(*(self._cancel_one(r) for r in targets))
         return dict(zip((r.rollout_id for r in targets), answers, strict=True))
 

@@ -5,23 +5,72 @@ runs under it changes. httpx's default transport costs most of a rollout's clien
 (httpcore scans and polls every pooled connection on each request); this one hands the
 request to an aiohttp session and maps every failure onto the httpx exception the rollout
 client's retry rules expect, so behaviour is unchanged (bench/README.md has the figures).
+
+Every body read here is bounded twice: what is read off the wire (`MAX_BODY_BYTES`), and what
+a gzip or deflate body inflates to (`inflate`, the one decoder of content codings, which the
+event receiver uses for request bodies too): a 1 MiB answer can inflate to a GiB.
 """
 
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import aiohttp
 import httpx
 
-# The largest body read into memory; a peer sending more is broken or hostile.
+# The largest body read into memory, and the most one inflates to; a peer sending more is
+# broken or hostile.
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: The content codings `inflate` undoes (what httpx and aiohttp ask for without brotli).
+CODINGS = ("gzip", "deflate")
+# Response headers that describe the body as sent, not as `Exchange.content` holds it.
+_CODED_HEADERS = (b"content-encoding", b"content-length")
+
+
+class ContentTooLarge(ValueError):
+    """A body inflated past its bound (no more than that was ever inflated)."""
+
+
+def inflate(body: bytes, encoding: str | None, limit: int = MAX_BODY_BYTES) -> bytes:
+    """`body` with the content codings of `encoding` (a Content-Encoding value: `gzip`,
+    `deflate`, `identity`, or several, comma-separated, in the order applied) undone, never
+    holding more than `limit` bytes inflated: `ContentTooLarge` past it (so a small bomb stays
+    small), `ValueError` for another coding or a body that is corrupt, truncated or followed
+    by data of its own."""
+    codings = [coding.strip().lower() for coding in (encoding or "").split(",")]
+    for coding in reversed(codings):
+        if coding in ("", "identity"):
+            continue
+        if coding not in CODINGS:
+            raise ValueError(f"unsupported content coding {coding[:40]!r}")
+        # gzip's header; deflate as HTTP means it (zlib's header), or raw as some servers send.
+        wbits = 16 + zlib.MAX_WBITS if coding == "gzip" else _deflate_wbits(body)
+        decoder = zlib.decompressobj(wbits)
+        try:
+            body = decoder.decompress(body, limit + 1)
+        except zlib.error as exc:
+            raise ValueError(f"the {coding} body is corrupt: {exc}") from None
+        if len(body) > limit:
+            raise ContentTooLarge(f"the body inflates to more than {limit} bytes")
+        if not decoder.eof or decoder.unused_data:
+            raise ValueError(f"the {coding} body is truncated or has trailing data")
+    return body
+
+
+def _deflate_wbits(body: bytes) -> int:
+    """zlib's wbits for a deflate body: zlib's header when it starts with one, else raw."""
+    zlib_header = (
+        len(body) >= 2 and body[0] & 0x0F == zlib.DEFLATED and (body[0] << 8 | body[1]) % 31 == 0
+    )
+    return zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS
 
 
 class Exchange(NamedTuple):
-    """One HTTP exchange as the wire gave it: the body read whole, not decoded."""
+    """One HTTP exchange as the wire gave it: the body read whole, its content coding undone
+    (`inflate`); `headers` and `raw_headers` as they came."""
 
     status: int
     headers: Mapping[str, str]
@@ -55,7 +104,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
             session = self._session = aiohttp.ClientSession(
                 connector=connector,
-                auto_decompress=False,  # httpx decodes bodies itself, from the headers
+                auto_decompress=False,  # unbounded: `inflate` decodes with a bound instead
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
                 trust_env=False,
             )
@@ -75,8 +124,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         timeout: Mapping[str, float | None] | None = None,
         request: httpx.Request | None = None,
     ) -> Exchange:
-        """Send one request and read its whole answer; failures raise the httpx exception
-        httpx's own transport would have (carrying `request` when given). `timeout` is an
+        """Send one request and read its whole answer, decoded; failures raise the httpx
+        exception httpx's own transport would have (carrying `request` when given), a body
+        past `MAX_BODY_BYTES` read or inflated `httpx.ReadError`. `timeout` is an
         `httpx.Timeout.as_dict()`; redirects are returned, never followed."""
         timeouts = timeout or {}
         client_timeout = aiohttp.ClientTimeout(
@@ -98,7 +148,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 max_line_size=16384,
                 max_field_size=16384,
             ) as response:
-                content = await _read_capped(response, request)
+                content = _decoded(await _read_capped(response, request), response, request)
                 return Exchange(response.status, response.headers, response.raw_headers, content)
         except Exception as exc:
             raise _as_httpx_error(exc, request) from exc
@@ -112,9 +162,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             timeout=request.extensions.get("timeout"),
             request=request,
         )
+        # The body is decoded already: httpx must not decode it again (nor without a bound).
         return httpx.Response(
             answer.status,
-            headers=[(bytes(k), bytes(v)) for k, v in answer.raw_headers],
+            headers=[
+                (bytes(k), bytes(v))
+                for k, v in answer.raw_headers
+                if bytes(k).lower() not in _CODED_HEADERS
+            ],
             stream=httpx.ByteStream(answer.content),
             request=request,
             extensions={"http_version": b"HTTP/1.1"},
@@ -145,6 +200,18 @@ async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request 
             raise httpx.ReadError(f"response body exceeds {MAX_BODY_BYTES} bytes", request=request)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _decoded(
+    content: bytes, response: aiohttp.ClientResponse, request: httpx.Request | None
+) -> bytes:
+    try:
+        return inflate(content, response.headers.get("Content-Encoding"))
+    except ContentTooLarge as exc:
+        message = f"response body exceeds {MAX_BODY_BYTES} bytes once inflated"
+        raise httpx.ReadError(message, request=request) from exc
+    except ValueError as exc:
+        raise httpx.DecodingError(str(exc), request=request) from exc
 
 
 def _as_httpx_error(exc: Exception, request: httpx.Request | None) -> Exception:

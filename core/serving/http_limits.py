@@ -1,5 +1,6 @@
 """What one client connection may make a uvicorn server hold before any route runs: the size
-of a request head, its headers, the time it takes to arrive, and how many connections are open.
+of a request head, its headers, the time it and its body take to arrive, and how many
+connections are open.
 
 Every server we run is held to these (`core.serving.loopback`): the rollout server, the stub
 chat endpoint, and the eval's own listeners (its model gateway and event receiver).
@@ -16,6 +17,9 @@ request. `HttpLimits.uvicorn_options()` sets uvicorn's own knobs where they exis
 - a head not complete `header_timeout_sec` after the connection opened, or after its first
   byte on a kept-alive connection: 408 when part of it came, and the connection closes (the
   idle wait between requests is uvicorn's `timeout_keep_alive`, which the caller sets);
+- a body not complete `body_timeout_sec` after its head: 408 when no answer has begun, and
+  the connection closes (the app waiting for the rest is told the client left) — uvicorn
+  waits for a body as long as its sender likes;
 - `max_connections` connections open: every request is answered 503 by uvicorn
   (`limit_concurrency`) until some close; twice as many: a new connection is closed as soon as
   it is accepted, so a flood of connections that never send a request cannot take all of the
@@ -47,6 +51,10 @@ class HttpLimits:
     header_timeout_sec: float = 30.0
     """For a whole request head to arrive (nginx allows 60 s, Apache 20–40 s): a client
     writes its head at once, so only a stalled or hostile one comes near this."""
+    body_timeout_sec: float = 120.0
+    """For a whole request body to arrive once its head has: the eval's listeners read a body
+    as it comes, and the largest a rollout sends (a long conversation, megabytes) takes
+    seconds even through a slow tunnel; only a stalled or hostile sender comes near this."""
     max_connections: int = 2048
     """Connections open before requests are answered 503; the process needs a file-descriptor
     limit (`ulimit -n`) above twice this, plus what it opens otherwise."""
@@ -90,6 +98,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._header_count = 0
         self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
 
     # -- the connection ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -102,6 +111,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
+        self._stop_body_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -137,6 +147,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = False
         self._stop_head_timer()
         super().on_headers_complete()
+        # Stopped by the message's end, which a request without a body reaches at once.
+        self._body_timer = self.loop.call_later(self.limits.body_timeout_sec, self._body_timed_out)
+
+    def on_message_complete(self) -> None:
+        self._stop_body_timer()
+        super().on_message_complete()
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn answers every parser error 400; the one `on_header` raised is a 431.
@@ -164,6 +180,21 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._in_head and not self._answering():
             self._refuse(HTTPStatus.REQUEST_TIMEOUT, "Request head not received in time.")
         else:  # nothing came (or a pipelined head stalled behind an answer): just close
+            self.transport.close()
+
+    # -- the body timeout ----------------------------------------------------------------
+    def _stop_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_started:
+            self._refuse(HTTPStatus.REQUEST_TIMEOUT, "Request body not received in time.")
+        else:  # an answer has begun (the app did not wait for the body): just close
             self.transport.close()
 
     def _answering(self) -> bool:

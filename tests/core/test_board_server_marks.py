@@ -105,6 +105,19 @@ def test_events_that_beat_the_admission_answer_wait_for_the_rollout() -> None:
     assert len(board._early_events) == MAX_EARLY_EVENT_ROLLOUTS
 
 
+def test_a_flood_of_events_for_one_unknown_id_is_kept_as_one_per_status() -> None:
+    """Issue 30 §4: 1,200,000 events for one ghost id from one local sender took +232 MiB.
+    A repeat of a status is no news: the first of each is kept, and it is what the rollout
+    gets should it come."""
+    board, seen = recording_board()
+    for sequence in range(200_000):
+        board.server_mark("ghost", server((Q, R)[sequence % 2], 1.0 + sequence, sequence))
+    assert [mark.event_sequence for mark in board._early_events["ghost"].values()] == [0, 1]
+    record = board.observe("ghost", Q, 1.5, grade=True)
+    assert (record.marks[Q].at, record.marks[R].at) == (1.0, 2.0)
+    assert [(m.status, m.source) for _, m in seen] == [(Q, "poll"), (Q, "server"), (R, "server")]
+
+
 def test_durations_and_stuck_read_the_servers_times() -> None:
     board = RolloutBoard(stuck_after_sec=5.0)
     record = board.observe("r", Q, 0.0, grade=True)
@@ -135,3 +148,22 @@ def test_a_cancel_that_failed_leaves_the_rollout_as_it_was() -> None:
     assert record.cancelling
     record.cancels[-1].error = "ConnectError: the server is gone"
     assert not record.cancelling
+
+
+def test_a_rollout_is_one_servers_reports_from_another_server_id_are_refused() -> None:
+    """Issue 30 §13: any local process can post events; once a rollout's server reported it,
+    a cancel (or any status) from another `server_id` changes nothing and is not recorded,
+    also when it was waiting for the rollout to be added."""
+    board, seen = recording_board()
+    board.server_mark("early", server(Q, 0.5, 0, "srv"))
+    board.server_mark("early", server(C, 0.6, 1, "forger"))
+    early = board.observe("early", Q, 1.0, grade=True)
+    record = board.observe("r", Q, 1.0, grade=True)
+    board.server_mark("r", server(R, 1.5, 2, "srv"))
+    board.server_mark("r", server(C, 1.6, 3, "forger"))
+    board.server_mark("r", server(G, 1.7, 4, "forger"))
+    assert record.status is R and set(record.marks) == {Q, R}
+    assert early.status is Q and set(early.marks) == {Q}
+    assert {m.server_id for _, m in seen if m.source == "server"} == {"srv"}
+    board.server_mark("r", server(G, 1.8, 5, "srv"))
+    assert record.status is G

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -11,7 +12,8 @@ import httpx
 import pytest
 
 from core import transport as transport_module
-from core.transport import AiohttpTransport
+from core.transport import AiohttpTransport, ContentTooLarge, inflate
+from tests.compressed_bombs import WBITS, bomb, bomb_server
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -170,3 +172,57 @@ async def test_keep_alive_connections_are_reused() -> None:
         for _ in range(5):
             assert (await http.get(url)).text == "ok"
     assert connections == 1
+
+
+@pytest.mark.parametrize("kind", sorted(WBITS))
+async def test_a_compressed_bomb_is_refused_once_past_the_cap(kind: str) -> None:
+    """Issue 30 §8: a ~256 KiB answer inflating to 256 MiB is refused at 64 MiB inflated,
+    through httpx (a `/health` read) and straight through `exchange` (the gateway's upstream
+    calls, the rollout client's polls). Before, httpx inflated it whole."""
+    async with bomb_server(kind, bomb(kind)) as url, client() as http:
+        with pytest.raises(httpx.ReadError, match="once inflated"):
+            await http.get(f"{url}/health")
+        transport = AiohttpTransport()
+        try:
+            with pytest.raises(httpx.ReadError, match="once inflated"):
+                await transport.exchange("GET", f"{url}/health")
+        finally:
+            await transport.aclose()
+
+
+@pytest.mark.parametrize("kind", sorted(WBITS))
+async def test_an_honest_compressed_answer_is_decoded_on_both_paths(kind: str) -> None:
+    body = zlib.compress(b'{"ok": true}', wbits=WBITS[kind])
+    async with bomb_server(kind, body) as url, client() as http:
+        response = await http.get(url)
+        transport = AiohttpTransport()
+        try:
+            answer = await transport.exchange("GET", url)
+        finally:
+            await transport.aclose()
+    assert response.json() == {"ok": True}
+    assert "content-encoding" not in response.headers  # decoded once, here
+    assert answer.content == b'{"ok": true}'
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [
+        pytest.param("br", b"x", id="unasked-coding"),
+        pytest.param("gzip", gzip.compress(b"{}")[:-4], id="truncated"),
+        pytest.param("gzip", gzip.compress(b"{}") + b"more", id="trailing-data"),
+        pytest.param("deflate", b"not deflate", id="corrupt"),
+    ],
+)
+def test_inflate_refuses_what_it_cannot_decode_whole(encoding: str, body: bytes) -> None:
+    with pytest.raises(ValueError) as refused:
+        inflate(body, encoding)
+    assert not isinstance(refused.value, ContentTooLarge)
+
+
+def test_inflate_undoes_codings_in_the_order_applied() -> None:
+    twice = zlib.compress(gzip.compress(b"text"))
+    assert inflate(twice, "gzip, deflate") == b"text"
+    assert inflate(b"as is", "identity") == inflate(b"as is", None) == b"as is"
+    with pytest.raises(ContentTooLarge):
+        inflate(gzip.compress(bytes(101)), "gzip", limit=100)

@@ -34,7 +34,7 @@ from starlette.applications import Starlette
 from core.eval.gateway.errors import PreflightError
 from core.eval.results.export import export_row
 from core.eval.servers.embedded import demo_rollout_server, stub_chat_endpoint
-from core.eval.servers.launcher import LaunchError, resolve_entrypoint
+from core.eval.servers.launcher import LaunchError, free_port, resolve_entrypoint
 from core.eval.servers.uv_project import server_command
 from core.serving.loopback import serve_in_loop
 from server_stub import (
@@ -48,6 +48,8 @@ from server_stub.demo import SLOW_SEC, demo_rows
 from server_stub.llm import create_chat_app
 from server_stub.standalone import is_loopback
 from server_stub.workflow import AgentWorkflowContext
+from tests.eval.events.otlp import export_request, ownership_attributes
+from tests.eval.events.otlp import record as otlp_record
 from tests.eval.gateway.fake_upstream import (
     Answer,
     FakeUpstream,
@@ -572,3 +574,74 @@ def test_the_launcher_refuses_a_rollout_folder_that_is_no_uv_project(tmp_path: P
     (root / "pyproject.toml").write_text('[project]\nname = "workspace"\nversion = "0"\n')
     with pytest.raises(LaunchError, match=r"^rollouts/good/pyproject\.toml not found: "):
         resolve_entrypoint(root, "good", "main.py")
+
+
+def test_forged_ownership_events_change_no_rollout_and_are_not_journaled(
+    tmp_path: Path,
+) -> None:
+    """Issue 30 §13: another local process posts ownership events for a live rollout of a
+    real eval, to its event receiver: a success dated 1970 with sequence 2**63-1 and a running
+    dated 2200 (its server's id), a cancel from another `server_id` (dated now). None of them
+    is journaled into transitions.jsonl or moves a phase; the run ends as it would have."""
+    port = free_port()
+    slow = [
+        str(number)
+        for number, row in enumerate(demo_rows())
+        if (row.get("metadata") or {}).get("stub") == f"slow:{SLOW_SEC:g}"
+    ][:4]
+    run = start_eval(
+        *("--headless", "--rows", ",".join(slow), "--name", "forged"),
+        *("--events-port", str(port)),
+        cwd=tmp_path,
+    )
+    folder = run_folder(tmp_path, "forged")
+
+    def reported_running() -> dict[str, Any] | None:
+        """A `running` its server reported for a rollout still in flight (None before)."""
+        if run.process.poll() is not None:
+            pytest.fail(f"the run ended before a rollout ran: {run.stderr()}")
+        lines = read_jsonl(folder / "transitions.jsonl")
+        done = {line["rollout_id"] for line in lines if line.get("status") == "success"}
+        return next(
+            (
+                line
+                for line in lines
+                if line.get("source") == "server"
+                and line.get("status") == "running"
+                and line["rollout_id"] not in done
+            ),
+            None,
+        )
+
+    genuine = eventually_sync(reported_running, "a rollout its server reported running")
+    assert genuine is not None
+    rollout_id, server_id = genuine["rollout_id"], genuine["server_id"]
+    forged = export_request(
+        otlp_record(
+            ownership_attributes(rollout_id, "success", 2**63 - 1, server_id=server_id), time_ns=1
+        ),
+        otlp_record(
+            ownership_attributes(rollout_id, "grading", 2**62, server_id=server_id),
+            time_ns=7_258_118_400 * 10**9,  # 2200-01-01
+        ),
+        otlp_record(
+            ownership_attributes(rollout_id, "cancelled", 2**61, server_id="another-server")
+        ),
+    )
+    answer = httpx.post(
+        f"http://127.0.0.1:{port}/v1/logs",
+        content=forged.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
+    assert answer.status_code == 200, answer.text
+    _, stderr = run.finish()
+    assert run.returncode == 0, stderr
+    assert [r["status"] for r in read_jsonl(folder / "index.jsonl")] == ["success"] * len(slow)
+    lines = read_jsonl(folder / "transitions.jsonl")
+    reported = [line for line in lines if line.get("source") == "server"]
+    assert reported, "the demo server's own events are still taken"
+    assert {line["server_id"] for line in reported} == {server_id}
+    assert max(line["event_sequence"] for line in reported) < 2**61
+    assert min(line["t"] for line in lines) >= 0
+    track = [line["status"] for line in reported if line["rollout_id"] == rollout_id]
+    assert "cancelled" not in track and track.count("running") == 1

@@ -27,6 +27,7 @@ from typing import Any
 from core.board import ChangeFeed
 from core.eval.attach.protocol import (
     ACTIONS,
+    MAX_ACTION_IDS,
     MAX_VIEWER_LINE,
     PROTOCOL_VERSION,
     ProtocolViolation,
@@ -351,6 +352,12 @@ class ControlEndpoint:
             ids = ids_of(message.get("ids"))
             if ids is None:
                 return {"ok": False, "error": "ids must be a list of rollout ids"}
+            if len(ids) > MAX_ACTION_IDS:
+                return {
+                    "ok": False,
+                    "error": f"{action} names {len(ids)} rollout ids; an action names at most "
+                    f"{MAX_ACTION_IDS} (send them in pieces)",
+                }
             if action == "cancel":
                 return {"ok": True, "answers": await board.cancel_on_server(ids)}
             return {"ok": True, "stopped": board.stop_tracking(ids)}

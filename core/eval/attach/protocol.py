@@ -22,8 +22,8 @@ run's board started (`t`); each side maps them onto its own clock. Version 1:
 Actions (`request` is the viewer's number for it, echoed in the reply):
 
 - `cancel` `{"ids": [...]}`: cancel these rollouts on their servers, through the run's board
-  (as its own dashboard's `c`); the reply's `answers` has, per id sent, the server's
-  disposition or `"error: ..."`.
+  (as its own dashboard's `c`), each once however often it is named; the reply's `answers`
+  has, per id sent, the server's disposition or `"error: ..."`.
 - `untrack` `{"ids": [...]}`: stop following them (nothing sent to a server); the reply's
   `stopped` lists those that were still followed.
 - `pause`, `resume`: stop sending new work items (those in flight go on), or send them again;
@@ -37,7 +37,8 @@ Actions (`request` is the viewer's number for it, echoed in the reply):
 Each goes through the run's controls, as its own dashboard's keys do, and is recorded in its
 logs.txt and transitions.jsonl the same way; what the run cannot do now (a requeue of a
 rollout that is no work item in flight, a limit before the servers are up) is answered
-`"ok": false` with the reason.
+`"ok": false` with the reason; so is a `cancel` or `untrack` naming more than `MAX_ACTION_IDS`
+ids (an attached dashboard names one rollout an action).
 
 IDENTITY: `name`, `model`, `dataset`, `rollout`, `folder` and `previews` (absolute paths, the
 latter null without live previews), `local_run_id`, `pid` (the run's process), `created_at`
@@ -100,6 +101,9 @@ SNAPSHOT_CHUNK = 500
 MAX_VIEWER_LINE = 1 << 20
 MAX_RUN_LINE = 256 << 20
 
+#: The most rollout ids one `cancel` or `untrack` may name: a dashboard's whole selection is
+#: seldom more, and each id of a cancel is a request to a server and two journal lines.
+MAX_ACTION_IDS = 4096
 #: The actions a viewer may send.
 ACTIONS = ("cancel", "untrack", "requeue", "pause", "resume", "max_in_flight")
 
@@ -331,6 +335,7 @@ def in_chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
 
 __all__ = [
     "ACTIONS",
+    "MAX_ACTION_IDS",
     "MAX_RUN_LINE",
     "MAX_VIEWER_LINE",
     "PROTOCOL_VERSION",

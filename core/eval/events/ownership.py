@@ -9,7 +9,10 @@ returns None for anything else: another kind of record, or an ownership record w
 texts are None when missing or unusable; the event survives without them.
 
 The records come from any process that can reach a loopback port, so every text is held to the
-rule the server itself applies before publishing: printable, not blank, at most 512 characters.
+rule the server itself applies before publishing: printable, not blank, at most 512 characters;
+and the receiver takes only events dated within `CLOCK_SLACK_SEC` of its own clock
+(`OwnershipEvent.dated_near`), while the board takes a rollout's events only from the server
+that reported it first (`core.board`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ OWNERSHIP_EVENT = "rollout.ownership"
 """The `event` attribute of every ownership record."""
 MAX_TEXT_CHARS = 512
 """The longest text value the protocol publishes."""
+CLOCK_SLACK_SEC = 300.0
+"""How far an event's time may be from ours when it arrives. The servers that report to a run
+share its host's clock and export within seconds (an exporter retries for under a minute);
+an event dated 1970 or 2200 is forged or its clock is broken, and either would move a phase
+track by decades."""
 
 _STATUSES = {status.value: status for status in RolloutStatus}
 _WANTED = frozenset(
@@ -63,6 +71,11 @@ class OwnershipEvent:
     namespace: str | None = None
     run_id: str | None = None
     run_name: str | None = None
+
+    def dated_near(self, now: float, slack: float = CLOCK_SLACK_SEC) -> bool:
+        """Whether the server's time is within `slack` seconds of `now` (the wall clock at
+        arrival); an event without a time is dated by its arrival, so it is."""
+        return self.server_time is None or abs(self.server_time - now) <= slack
 
     def mark(self) -> PhaseMark:
         """The event as the board keeps it: the server's time on this process's monotonic
@@ -128,4 +141,10 @@ def ownership_event(record: LogRecord, *, received_at: float) -> OwnershipEvent 
     )
 
 
-__all__ = ["MAX_TEXT_CHARS", "OWNERSHIP_EVENT", "OwnershipEvent", "ownership_event"]
+__all__ = [
+    "CLOCK_SLACK_SEC",
+    "MAX_TEXT_CHARS",
+    "OWNERSHIP_EVENT",
+    "OwnershipEvent",
+    "ownership_event",
+]

@@ -30,6 +30,9 @@ holds nothing here; one that had not finished sending may see the reset instead 
 answer. A body longer than its Content-Length is read as declared; uvicorn refuses the bytes
 after it as a malformed next request.
 
+An ownership record dated more than `clock_slack_sec` (300 s) from the receiver's clock is not
+a usable event (forged, or from a broken clock): it is counted as dropped, never handed on.
+
 Otherwise the answer is OTLP's success, an `ExportLogsServiceResponse` in the request's
 encoding, with `partial_success.rejected_log_records` counting the records that were not
 usable ownership events. The counts since start are `accepted` (events handed to the hook),
@@ -41,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections.abc import Callable
 
 from google.protobuf import json_format
@@ -52,7 +54,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 )
 
 from core.eval.errors import EvalError
-from core.eval.events.ownership import OwnershipEvent, ownership_event
+from core.eval.events.ownership import CLOCK_SLACK_SEC, OwnershipEvent, ownership_event
 from core.serving.asgi import (
     BodyTooLarge,
     Disconnected,
@@ -73,6 +75,7 @@ from core.serving.loopback import (
     LoopbackService,
     listener_options,
 )
+from core.transport import CODINGS, ContentTooLarge, inflate
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +90,6 @@ READ_TIMEOUT_SEC = 10.0
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-# zlib's wbits for each Content-Encoding: gzip's header, or zlib's (HTTP's "deflate").
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 EventHook = Callable[[OwnershipEvent], None]
 
@@ -111,14 +112,14 @@ def _media_type(headers: Headers) -> str | None:
     return media_type if media_type in (PROTOBUF, JSON) else None
 
 
-def _wbits(headers: Headers) -> int | None:
-    """zlib's wbits for the body's encoding, None when it is not encoded."""
+def _coding(headers: Headers) -> str | None:
+    """The body's content coding, None when it is not encoded."""
     encoding = (header_text(headers, b"content-encoding") or "identity").strip().lower()
     if encoding in ("", "identity"):
         return None
-    if encoding not in _WBITS:
+    if encoding not in CODINGS:
         raise _Refusal(415, f"unsupported content encoding {encoding[:40]!r}")
-    return _WBITS[encoding]
+    return encoding
 
 
 def _declared_length(headers: Headers, limit: int) -> None:
@@ -139,18 +140,14 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
         raise _Refusal(413, f"the body is over {limit} bytes") from exc
 
 
-def _decompress(body: bytes, wbits: int, limit: int) -> bytes:
+def _decompress(body: bytes, coding: str, limit: int) -> bytes:
     """`body` decoded, refused once its content passes `limit` (so a small bomb stays small)."""
-    decoder = zlib.decompressobj(wbits)
     try:
-        content = decoder.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise _Refusal(400, "the body does not decompress") from exc
-    if len(content) > limit:
-        raise _Refusal(413, f"the decompressed body is over {limit} bytes")
-    if not decoder.eof or decoder.unused_data:
-        raise _Refusal(400, "the compressed body is truncated or has trailing data")
-    return content
+        return inflate(body, coding, limit)
+    except ContentTooLarge as exc:
+        raise _Refusal(413, f"the decompressed body is over {limit} bytes") from exc
+    except ValueError as exc:
+        raise _Refusal(400, str(exc)) from exc
 
 
 def decode_export_request(content: bytes, media_type: str) -> ExportLogsServiceRequest:
@@ -215,18 +212,21 @@ class EventReceiver(LoopbackService):
         max_body_bytes: int = MAX_BODY_BYTES,
         max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
         read_timeout_sec: float = READ_TIMEOUT_SEC,
+        clock_slack_sec: float | None = CLOCK_SLACK_SEC,
         shutdown_grace_sec: int = 2,
         http_limits: HttpLimits = HTTP_LIMITS,
     ) -> None:
         """`on_event` is called once per accepted event, in the event loop; an exception
         from it is logged and the event counted as dropped. `port` 0 picks a free port
-        (`--events-port` fixes it); `http_limits` bounds what one connection may make the
-        listener hold (request heads, connections)."""
+        (`--events-port` fixes it); `clock_slack_sec` is how far an event's time may be from
+        ours (None: any time, for records of a fixed, old time); `http_limits` bounds what
+        one connection may make the listener hold (request heads, connections)."""
         self._on_event = on_event
         self._port = port
         self._limit = max_body_bytes
         self._max_requests = max_concurrent_requests
         self._read_timeout = read_timeout_sec
+        self._clock_slack = clock_slack_sec
         self._requests = 0
         self._accepted = 0
         self._dropped = 0
@@ -301,37 +301,41 @@ class EventReceiver(LoopbackService):
         media_type = _media_type(headers)
         if media_type is None:
             raise _Refusal(415, f"send {PROTOBUF} or {JSON}")
-        wbits = _wbits(headers)
+        coding = _coding(headers)
         _declared_length(headers, self._limit)
         try:
             body = await asyncio.wait_for(_read_body(receive, self._limit), self._read_timeout)
         except asyncio.TimeoutError as exc:
             raise _Refusal(408, "the body did not arrive in time") from exc
-        content = body if wbits is None else _decompress(body, wbits, self._limit)
+        content = body if coding is None else _decompress(body, coding, self._limit)
         del body  # the compressed copy is not needed while the request is parsed
         try:
             export = decode_export_request(content, media_type)
         except ValueError as exc:
             raise _Refusal(400, str(exc)) from exc
         response = ExportLogsServiceResponse()
-        rejected = self._deliver(export, time.monotonic())
+        rejected = self._deliver(export, time.monotonic(), time.time())
         if rejected:
             response.partial_success.rejected_log_records = rejected
             response.partial_success.error_message = (
                 "only rollout.ownership records with a usable rollout_id, server_id, status "
-                "and event_sequence are accepted"
+                "and event_sequence, dated near the receiver's clock, are accepted"
             )
         return media_type, response
 
-    def _deliver(self, export: ExportLogsServiceRequest, received_at: float) -> int:
-        """Hand each usable record to the hook; returns how many were dropped."""
+    def _deliver(self, export: ExportLogsServiceRequest, received_at: float, now: float) -> int:
+        """Hand each usable record, dated near `now`, to the hook; returns how many were
+        dropped."""
         dropped = 0
         hook_failed = False
         for resource_logs in export.resource_logs:
             for scope_logs in resource_logs.scope_logs:
                 for record in scope_logs.log_records:
                     event = ownership_event(record, received_at=received_at)
-                    if event is None:
+                    if event is None or (
+                        self._clock_slack is not None
+                        and not event.dated_near(now, self._clock_slack)
+                    ):
                         dropped += 1
                         continue
                     try:

@@ -53,6 +53,10 @@ class RouteRequest:
 
 
 Handler = Callable[[RouteRequest], Awaitable[None]]
+#: A refusal told by a request's head alone: its status and JSON body.
+Refusal = tuple[int, dict[str, Any]]
+#: What a request's path segment and headers say before its body is read: a refusal, or None.
+HeadCheck = Callable[[str, Headers], Refusal | None]
 
 
 def _segment(path: str) -> str | None:
@@ -64,10 +68,16 @@ def _segment(path: str) -> str | None:
 
 class RouteApp:
     """`POST /v1/rollouts/{rollout_id}/chat/completions` → `handler`, which answers through
-    the senders below."""
+    the senders below.
 
-    def __init__(self, handler: Handler) -> None:
+    `check` sees the request's head first (its bearer, its path segment): what it refuses is
+    answered before a byte of the body is read, and the connection closed, so a stranger's
+    body (however large, however slow) is never held.
+    """
+
+    def __init__(self, handler: Handler, check: HeadCheck) -> None:
         self._handler = handler
+        self._check = check
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,11 +93,18 @@ class RouteApp:
         if scope["method"] != "POST":
             await send_json(send, 405, {"detail": "Method Not Allowed"}, [(b"allow", b"POST")])
             return
+        headers = request_headers(scope)
+        refusal = self._check(segment, headers)
+        if refusal is not None:
+            # The body stays unread; closing is what stops the client sending the rest.
+            status, payload = refusal
+            await send_json(send, status, payload, [(b"connection", b"close")])
+            return
         try:
             body = await read_body(receive)
         except Disconnected:
             return  # gone before its body arrived: nobody to answer
-        await self._handler(RouteRequest(segment, request_headers(scope), body, receive, send))
+        await self._handler(RouteRequest(segment, headers, body, receive, send))
 
 
 async def _redirect(scope: Scope, send: Send, path: str) -> None:
@@ -150,6 +167,8 @@ def watch_departure(request: RouteRequest) -> asyncio.Future[None]:
 __all__ = [
     "ROUTE_PREFIX",
     "ROUTE_SUFFIX",
+    "HeadCheck",
+    "Refusal",
     "RouteApp",
     "RouteRequest",
     "encode_json",

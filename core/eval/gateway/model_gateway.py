@@ -18,10 +18,12 @@ credentials. One route, as official:
   `data: [DONE]`; an error after the stream began is an `event: error` before `[DONE]`;
 - an upstream failure is an OpenAI-style error body (`gateway_payloads.error_payload`) with
   the upstream's 4xx status, 408 for a timeout, else 502;
-- before the bearer is checked, the listener holds every connection to `http_limits`
+- the bearer and the rollout id are checked from the request's head, before a byte of its
+  body is read (`RouteApp`): a stranger's body is never held, its connection is closed;
+- before that, the listener holds every connection to `http_limits`
   (`core.serving.http_limits`): a request head too big, with too many headers or too slow to
-  arrive is 431 or 408, and past its connection limit 503. Bodies are not bounded: a chat
-  call carries the whole conversation.
+  arrive is 431 or 408, a body not in within its deadline 408, and past its connection limit
+  503. A body's size is not bounded: a chat call carries the whole conversation.
 
 Behind an `advertise_url` (a proxy or tunnel with idle-read timeouts), a non-streaming call
 still pending after 90 s is answered 200 at once and kept warm with a space every 30 s until
@@ -48,6 +50,7 @@ from urllib.parse import quote
 from core.eval.gateway.asgi_app import (
     ROUTE_PREFIX,
     ROUTE_SUFFIX,
+    Refusal,
     RouteApp,
     RouteRequest,
     end_stream,
@@ -81,6 +84,7 @@ from core.eval.results.calls import CallHook, ModelCall, bounded
 from core.eval.safe_text import terminal_safe
 from core.eval.token_counts import NOT_A_COUNT
 from core.eval.untrusted_json import load_json
+from core.serving.asgi import Headers, header_text
 from core.serving.http_limits import HttpLimits
 from core.serving.loopback import (
     HTTP_LIMITS,
@@ -158,7 +162,7 @@ class ModelGateway(LoopbackService):
         self._calls: dict[int, ModelCall] = {}
         self._tokens: dict[str, int] = {}
         self._reasoning = ReasoningMemory()
-        self._app = RouteApp(self._endpoint)
+        self._app = RouteApp(self._endpoint, self._head_refusal)
         self._listener = LoopbackServer(
             self._app,
             port=self._port,
@@ -199,23 +203,24 @@ class ModelGateway(LoopbackService):
         self._reasoning.forget(rollout_id)
 
     # -- the route -----------------------------------------------------------------------
-    def _authorized(self, request: RouteRequest) -> bool:
-        scheme, _, credentials = (request.header(b"authorization") or "").partition(" ")
-        return scheme.lower() == "bearer" and secrets.compare_digest(
-            credentials.encode(), self._bearer.encode()
-        )
-
-    async def _endpoint(self, request: RouteRequest) -> None:
-        send = request.send
-        if not self._authorized(request):
-            await send_json(send, 401, {"detail": "Unauthorized"})
-            return
-        rollout_id = request.rollout_id
+    def _head_refusal(self, rollout_id: str, headers: Headers) -> Refusal | None:
+        """The bearer and the rollout id, checked from the request's head: a stranger's body
+        is never read (`RouteApp`)."""
+        scheme, _, credentials = (header_text(headers, b"authorization") or "").partition(" ")
+        if not (
+            scheme.lower() == "bearer"
+            and secrets.compare_digest(credentials.encode(), self._bearer.encode())
+        ):
+            return 401, {"detail": "Unauthorized"}
         try:
             ensure_single_path_segment(rollout_id)
         except ValueError:
-            await send_json(send, 422, {"detail": "invalid rollout_id"})
-            return
+            return 422, {"detail": "invalid rollout_id"}
+        return None
+
+    async def _endpoint(self, request: RouteRequest) -> None:
+        send = request.send
+        rollout_id = request.rollout_id
         try:
             body = load_json(request.body)
         except ValueError:  # not JSON, or nested too deeply to parse

@@ -26,7 +26,6 @@ import os
 import random
 import re
 import time
-import zlib
 from collections.abc import Iterable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass
@@ -186,21 +185,6 @@ def _should_retry(response: Exchange) -> bool:
     return response.status in _RETRY_STATUSES or response.status >= 500
 
 
-def _content(response: Exchange) -> bytes:
-    """The body with its content coding undone (only gzip and deflate are asked for)."""
-    coding = response.headers.get("content-encoding", "identity").strip().lower()
-    if coding in ("", "identity") or not response.content:
-        return response.content
-    if coding not in ("gzip", "deflate"):
-        raise httpx.DecodingError(f"the model answered in an unasked content coding: {coding}")
-    try:
-        # gzip's header, else zlib's (deflate as sent), else raw deflate (as some servers do).
-        wbits = 31 if coding == "gzip" else (15 if response.content[:1] == b"\x78" else -15)
-        return zlib.decompress(response.content, wbits)
-    except zlib.error as exc:
-        raise httpx.DecodingError(f"the model's {coding} body is corrupt: {exc}") from None
-
-
 class OpenAICompatibleUpstream(AsyncClosing):
     """An OpenAI-compatible chat endpoint: `POST <base_url>/chat/completions`.
 
@@ -233,6 +217,7 @@ class OpenAICompatibleUpstream(AsyncClosing):
         self._timeout = timeout.as_dict()
         self._headers = {
             "Accept": "application/json",
+            # The transport inflates what comes back, with a bound (`core.transport.inflate`).
             "Accept-Encoding": "gzip, deflate",
             "Content-Type": "application/json",
             "User-Agent": "osmosis-tui",
@@ -277,7 +262,7 @@ class OpenAICompatibleUpstream(AsyncClosing):
                     return self._reply(response)
                 failure = UpstreamError(
                     self._mask(
-                        _content(response).decode("utf-8", "replace")
+                        response.content.decode("utf-8", "replace")
                         or f"the model answered HTTP {response.status}"
                     ),
                     status=response.status,
@@ -308,7 +293,7 @@ class OpenAICompatibleUpstream(AsyncClosing):
 
     def _reply(self, response: Exchange) -> UpstreamReply:
         try:
-            completion = load_json(_content(response))
+            completion = load_json(response.content)
         except ValueError:  # not JSON, or nested too deeply to parse
             completion = None
         if not isinstance(completion, dict):

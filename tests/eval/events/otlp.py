@@ -5,6 +5,7 @@ requests no well-behaved client would send."""
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import suppress
 from typing import Any
 
@@ -18,8 +19,6 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from core.eval.events.receiver import JSON, LOGS_PATH, PROTOBUF, EventReceiver
-
-SERVER_TIME_NS = 1_760_000_000_123_456_789
 
 
 def ownership_attributes(
@@ -49,9 +48,11 @@ def _any_value(value: Any) -> AnyValue:
     return AnyValue(string_value=value)
 
 
-def record(attributes: dict[str, Any], *, time_ns: int = SERVER_TIME_NS) -> LogRecord:
+def record(attributes: dict[str, Any], *, time_ns: int | None = None) -> LogRecord:
+    """A record dated `time_ns`, by default now (the receiver takes only events dated near
+    its own clock)."""
     return LogRecord(
-        time_unix_nano=time_ns,
+        time_unix_nano=time.time_ns() if time_ns is None else time_ns,
         body=AnyValue(string_value="Rollout ownership"),
         attributes=[
             KeyValue(key=key, value=_any_value(value)) for key, value in attributes.items()

@@ -12,12 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from core.eval.events.ownership import OwnershipEvent
+from core.eval.events.ownership import CLOCK_SLACK_SEC, OwnershipEvent
 from core.eval.events.receiver import PROTOBUF, EventReceiver, EventReceiverError
 from core.serving.loopback import LoopbackServer, listener_options
 from core.types import RolloutStatus
 from tests.eval.events.otlp import (
-    SERVER_TIME_NS,
     answer,
     export_request,
     ownership_attributes,
@@ -41,7 +40,10 @@ async def test_a_protobuf_ownership_record_becomes_an_event(
         run_id="run-1",
         run_name="nightly",
     )
-    response = await post_protobuf(client, receiver, export_request(record(attributes)))
+    server_time_ns = time.time_ns()
+    response = await post_protobuf(
+        client, receiver, export_request(record(attributes, time_ns=server_time_ns))
+    )
     assert response.headers["content-type"] == PROTOBUF
     assert not answer(response).HasField("partial_success")
     [event] = events
@@ -50,7 +52,7 @@ async def test_a_protobuf_ownership_record_becomes_an_event(
         server_id="srv-a",
         status=RolloutStatus.GRADING,
         event_sequence=42,
-        server_time=SERVER_TIME_NS / 1e9,
+        server_time=server_time_ns / 1e9,
         received_at=event.received_at,
         server_name="demo",
         namespace="team-a",
@@ -83,6 +85,7 @@ async def test_hand_written_otlp_json_with_string_int64s_and_unknown_fields(
     def attr(key: str, value: dict[str, Any]) -> dict[str, Any]:
         return {"key": key, "value": value}
 
+    server_time_ns = time.time_ns()
     body = {
         "resourceLogs": [
             {
@@ -90,7 +93,7 @@ async def test_hand_written_otlp_json_with_string_int64s_and_unknown_fields(
                     {
                         "logRecords": [
                             {
-                                "timeUnixNano": "1760000000500000000",
+                                "timeUnixNano": str(server_time_ns),
                                 "traceId": "5b8efff798038103d269b633813fc60c",
                                 "someFutureField": {"x": 1},
                                 "attributes": [
@@ -116,7 +119,7 @@ async def test_hand_written_otlp_json_with_string_int64s_and_unknown_fields(
         RolloutStatus.CANCELLED,
     )
     assert event.event_sequence == 12
-    assert event.server_time == 1_760_000_000.5
+    assert event.server_time == server_time_ns / 1e9
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -213,11 +216,11 @@ async def test_server_time_falls_back_to_the_observed_time_then_none(
     receiver: EventReceiver, client: httpx.AsyncClient, events: list[OwnershipEvent]
 ) -> None:
     observed = record(ownership_attributes("observed"), time_ns=0)
-    observed.observed_time_unix_nano = 2_000_000_000
+    observed_ns = observed.observed_time_unix_nano = time.time_ns()
     untimed = record(ownership_attributes("untimed"), time_ns=0)
     await post_protobuf(client, receiver, export_request(observed, untimed))
     assert [(e.rollout_id, e.server_time) for e in events] == [
-        ("observed", 2.0),
+        ("observed", observed_ns / 1e9),
         ("untimed", None),
     ]
 
@@ -289,3 +292,23 @@ async def test_endpoint_fixed_port_and_a_busy_port() -> None:
 
 async def _empty_app(scope: Any, receive: Any, send: Any) -> None:
     raise AssertionError("never called")
+
+
+async def test_records_dated_far_from_the_receivers_clock_are_dropped(
+    receiver: EventReceiver, client: httpx.AsyncClient, events: list[OwnershipEvent]
+) -> None:
+    """Issue 30 §13: a success dated 1970 (with sequence 2**63-1) and a running dated 2200,
+    posted by any local process, are no events: dropped, reported as rejected; one dated
+    within the slack of now is taken."""
+    now_ns = time.time_ns()
+    slack_ns = int(CLOCK_SLACK_SEC * 1e9)
+    forged = [
+        record(ownership_attributes("r1", "success", 2**63 - 1), time_ns=1),
+        record(ownership_attributes("r1", "running", 2), time_ns=7_258_118_400 * 10**9),
+        record(ownership_attributes("r1", "queued", 3), time_ns=now_ns - 2 * slack_ns),
+    ]
+    near = record(ownership_attributes("r1", "queued", 1), time_ns=now_ns - slack_ns // 2)
+    response = await post_protobuf(client, receiver, export_request(*forged, near))
+    assert answer(response).partial_success.rejected_log_records == 3
+    assert [(e.status, e.event_sequence) for e in events] == [(RolloutStatus.QUEUED, 1)]
+    assert (receiver.accepted, receiver.dropped) == (1, 3)

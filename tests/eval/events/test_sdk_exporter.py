@@ -8,6 +8,7 @@ without them installed these tests are skipped, the rest of the receiver's are n
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -28,8 +29,6 @@ from core.types import RolloutStatus
 from tests.eval.events.otlp import ownership_attributes
 
 Publish = Callable[..., None]
-
-BASE_NS = 1_760_000_000_000_000_000
 
 
 @pytest.fixture
@@ -78,17 +77,18 @@ async def test_the_sdk_exporter_delivers_a_rollouts_whole_lifecycle(
     compression: Compression,
 ) -> None:
     provider = provider_for(receiver, compression=compression)
+    base_ns = time.time_ns()
     for sequence, status in enumerate(LIFECYCLE, start=1):
         attributes = ownership_attributes(
             "rollout-1", status, sequence, server_name="demo", run_id="run-9", run_name="nightly"
         )
-        publish(provider, attributes, BASE_NS + sequence * 250_000_000)
+        publish(provider, attributes, base_ns + sequence * 250_000_000)
     assert await flush(provider)
     assert [(e.status, e.event_sequence) for e in events] == [
         (RolloutStatus(status), n) for n, status in enumerate(LIFECYCLE, start=1)
     ]
     assert [e.server_time for e in events] == [
-        (BASE_NS + n * 250_000_000) / 1e9 for n in range(1, 5)
+        (base_ns + n * 250_000_000) / 1e9 for n in range(1, 5)
     ]
     first = events[0]
     assert (first.rollout_id, first.server_id, first.server_name) == ("rollout-1", "srv-a", "demo")
@@ -102,10 +102,11 @@ async def test_many_rollouts_arrive_in_batches_and_other_records_are_dropped(
     provider_for: Callable[..., LoggerProvider],
 ) -> None:
     provider = provider_for(receiver)
+    base_ns = time.time_ns()
     for n in range(300):
-        publish(provider, ownership_attributes(f"r{n}", "queued", n + 1), BASE_NS + n)
+        publish(provider, ownership_attributes(f"r{n}", "queued", n + 1), base_ns + n)
         if n % 100 == 0:
-            publish(provider, {"event": "something.else"}, BASE_NS + n)
+            publish(provider, {"event": "something.else"}, base_ns + n)
     assert await flush(provider)  # a partial success is still a successful export
     assert [e.rollout_id for e in events] == [f"r{n}" for n in range(300)]
     assert (receiver.accepted, receiver.dropped, receiver.refused) == (300, 3, 0)
@@ -118,7 +119,7 @@ async def test_a_refused_export_is_the_exporters_failure_and_nothing_more(
 ) -> None:
     async with EventReceiver(events.append, max_body_bytes=64) as tiny:
         provider = provider_for(tiny)
-        publish(provider, ownership_attributes(), BASE_NS)
+        publish(provider, ownership_attributes(), time.time_ns())
         await flush(provider)
         assert (tiny.accepted, tiny.refused) == (0, 1)
         assert events == []

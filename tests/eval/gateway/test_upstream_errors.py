@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from core.eval.results.calls import ModelCall
 from server_stub.llm import create_chat_app
 from server_stub.llm_behaviour import BEHAVIOUR_HEADER, StubChatSettings
 from server_stub.llm_latency import FixedLatency
+from tests.compressed_bombs import bomb, bomb_server
 from tests.conftest import Serve
 from tests.eval.gateway.conftest import UPSTREAM_KEY
 from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, Seen, completion, error
@@ -187,3 +189,19 @@ async def test_the_stub_model_obeys_forwarded_behaviour_headers(
     assert failed.status_code == 502
     assert "injected fault" in failed.json()["detail"]
     assert ignored.status_code == 200
+
+
+async def test_an_answer_inflating_past_the_cap_is_refused(client: httpx.AsyncClient) -> None:
+    """Issue 30 §8: a gzip answer of ~256 KiB inflating to a 256 MiB completion (padded with
+    spaces, valid JSON) is not inflated past 64 MiB: 502, the completion never read. Before,
+    the gateway inflated and parsed it whole, and answered it."""
+    padded = json.dumps(completion()).encode()
+    answer = bomb("gzip", prefix=padded[:-1], suffix=b"}")
+    async with (
+        bomb_server("gzip", answer) as url,
+        upstream(f"{url}/v1", max_retries=0) as up,
+        ModelGateway(up) as gateway,
+    ):
+        response = await post_chat(client, gateway, chat_body())
+    assert response.status_code == 502
+    assert "once inflated" in response.json()["detail"]

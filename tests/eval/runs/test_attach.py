@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from core.eval.attach.client import ControlActionError, ControlClient
+from core.eval.attach.protocol import MAX_ACTION_IDS
 from core.eval.dispatch_gate import DispatchState
 from core.types import TERMINAL_STATUSES, RolloutStatus
 from tests.eval.runs.command import RunningEval, start_eval
@@ -312,6 +313,50 @@ async def test_viewers_of_a_headless_run_pause_resize_and_requeue_its_dispatch(
     # The cancelled attempt is not the item's result: row 1 has none, under either id.
     index = read_jsonl(folder / "index.jsonl")
     assert [(r["row_index"], r["status"]) for r in index] == [(0, "success")]
+
+
+async def test_an_action_naming_a_rollout_again_and_again_is_carried_out_once_and_bounded(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    name = "repeated"
+    # One slow row, cancelled from a viewer: the run then ends by itself.
+    run, folder = start_run(tmp_path, demo_server, name, [60], fast=0)
+    try:
+        await served(run, folder)
+        viewer = await ControlClient.connect(folder)
+        following = asyncio.ensure_future(viewer.follow())
+        await eventually(lambda: [r for r in viewer.board if r.in_flight], "the slow row in flight")
+        target = next(iter(viewer.board.records))
+
+        # Past the bound, however few rollouts it names, an action is refused: nothing done.
+        too_many = [target] * (MAX_ACTION_IDS + 1)
+        for action in (viewer.cancel, viewer.untrack):
+            with pytest.raises(ControlActionError) as refused:
+                await action(too_many)
+            assert str(refused.value).endswith(
+                f"names {MAX_ACTION_IDS + 1} rollout ids; an action names at most "
+                f"{MAX_ACTION_IDS} (send them in pieces)"
+            )
+        assert run.process.poll() is None
+        assert viewer.board.records[target].in_flight
+
+        # Within it, an id named a thousand times is cancelled once.
+        assert await viewer.cancel([target] * 1000) == {target: "cancelled_running"}
+        await following
+        _, stderr = run.finish()
+    finally:
+        if run.process.poll() is None:
+            run.send_signal(signal.SIGKILL)
+            run.finish()
+    assert run.returncode == 1, stderr  # the cancelled item is left pending
+    transitions = read_jsonl(folder / "transitions.jsonl")
+    requests = [t for t in transitions if t["kind"] == "cancel_request"]
+    assert [(t["rollout_id"], t.get("disposition")) for t in requests] == [
+        (target, None),
+        (target, "cancelled_running"),
+    ]
+    assert not [t for t in transitions if t["kind"] == "untrack"]
+    assert last_statuses(folder) == {target: "cancelled"}
 
 
 async def test_a_killed_run_leaves_a_stale_socket_that_its_next_run_replaces(
