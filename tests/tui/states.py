@@ -307,7 +307,8 @@ def running_board() -> RolloutBoard:
         ),
         metadata={"stub": "error"},
     )
-    # Running and grading happened between two polls: both "not observed".
+    # Running and grading happened between two polls: running is proven by its model call
+    # (below), grading is "not observed".
     _add(board, 9, 9, [(Q, 7.0), (OK, 8.2)], result=_result(rollout_id(9), OK, 9, reward=1.0))
     _add(
         board,
