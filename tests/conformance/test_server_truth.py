@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from core.eval import EvalRequest, EvalSession, prepare
+from core.eval.event_silence import EventSilence
 from core.eval.results.transitions import read_transitions
 from core.rollout_record import RolloutRecord
 from core.serving.loopback import serve_in_loop
@@ -131,7 +132,8 @@ async def test_without_events_a_row_is_running_from_its_first_model_call(
     OSMOSIS_ROLLOUT_OTLP_ENDPOINT: no ownership event comes, and the server holds each poll
     until the next change. Each rollout waits on a slow model: its row reads `running` from
     its first model call, is flagged stuck on time, and once finished does not say that
-    `running` happened unseen."""
+    `running` happened unseen. The run says that no event came, with the settings to start
+    the server with."""
     rows = [{"user_prompt": f"What is {n} * 7?", "ground_truth": str(n * 7)} for n in (2, 3, 4)]
     dataset = tmp_path / "rows.jsonl"
     dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -155,10 +157,14 @@ async def test_without_events_a_row_is_running_from_its_first_model_call(
         board = session.board
         called: set[str] = set()
         stuck_on_time: set[str] = set()
+        silences: list[EventSilence] = []
 
         async def watch() -> None:
             while True:
                 now = time.monotonic()
+                silence = session.event_silence(now)
+                if silence is not None and not silences:
+                    silences.append(silence)
                 for record in board:
                     first = _first_call(record)
                     waiting = bool(record.model.in_flight) and not record.finished
@@ -186,6 +192,11 @@ async def test_without_events_a_row_is_running_from_its_first_model_call(
     # The scenario: nothing came from the server itself.
     assert all(mark.source != "server" for record in records for mark in record.marks.values())
     assert called == stuck_on_time == {record.rollout_id for record in records}
+    # And the run said so, with the settings to start the server with.
+    (silence,) = silences
+    assert silence.servers == (server.url,)
+    assert silence.endpoint.startswith("http://127.0.0.1:") and not silence.port_fixed
+    assert silence.preview_root == str((tmp_path / "out" / "no-events" / "previews").absolute())
     for record in records:
         assert record.finished and record.model.calls >= 1
         assert R not in record.skipped_phases()
