@@ -8,7 +8,14 @@ rollout ran; these tests pin the rule the board applies to them.
 
 from __future__ import annotations
 
+import json
+from typing import Any, cast
+
+import pytest
+
 from core.board import RolloutBoard
+from core.eval.attach.mirror import BoardMirror
+from core.eval.attach.protocol import MODEL_CALLS_SENT, record_state
 from core.phases import PhaseMark
 from core.rollout_record import RolloutRecord
 from core.types import RolloutResultResponse, RolloutSample, RolloutStatus
@@ -112,3 +119,24 @@ def test_a_model_proof_is_not_written_as_a_transition_the_calls_are_its_record()
     board.observe("r", Q, 1.0, grade=True)
     board.call_started(model_call("r", 1, started=2.0))
     assert [(m.status, m.source) for m in seen] == [(Q, "poll")]
+
+
+def test_a_board_attached_to_the_run_reads_running_from_the_first_call_too() -> None:
+    # A dashboard of another process (`osmosis-tui attach`) is sent the record's state: the
+    # latest calls only, and when its first call began; its board applies the same rule.
+    run = RolloutBoard()
+    run.started_at = 100.0
+    record = run.observe("r", Q, 101.0, row_index=0, run_index=0, grade=True)
+    for n in range(1, MODEL_CALLS_SENT + 3):  # more calls than a state carries
+        call = model_call("r", n, started=101.5 + n)
+        run.call_started(call)
+        if n < MODEL_CALLS_SENT + 2:
+            run.call_ended(ended(call, 101.9 + n))
+    viewer = RolloutBoard()
+    viewer.started_at = 500.0
+    mirror = BoardMirror(viewer, canceller=cast(Any, None))
+    mirror.apply([json.loads(json.dumps(record_state(record, run.started_at, first=True)))])
+    copy = viewer.records["r"]
+    assert copy.status is R
+    mark = copy.marks[R]
+    assert mark.source == "model" and mark.at == pytest.approx(500.0 + 2.5)
