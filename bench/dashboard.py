@@ -44,6 +44,7 @@ class SyntheticSource:
     can_send = False
     preview_root = None
     ending = None
+    event_silence = None
     playback = None
     sends_by_hand = False
     detaches_on_quit = False

@@ -12,6 +12,14 @@ Servers that publish ownership events (PROTOCOL.md §8.1) report each status the
 eval hands them to `server_mark`, and the board merges them with what the polls observed
 into each record's marks (see `core.rollout_record`), the server's time winning. An event
 comes once per status; a repeated or late one changes nothing it should not.
+
+The model gateway is a source of phase truth too, for servers that publish nothing (an
+official server holds each poll until the next change, so without its events no poll sees
+`running`): a workflow calls the model only while its rollout runs, so a rollout's first
+model call proves `running` from the call's start. `_model_proves_running` is that rule, the
+one place it is applied: a mark with the source `model`, which the server's own report
+replaces and an earlier poll's keeps its place before. The phase track, stuck detection, the
+details and a replay (which plays the calls back) all read it from the marks.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ from core.rollout_record import (
     RolloutRecord,
 )
 from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
+
+_RUNNING = RolloutStatus.RUNNING
+_UP_TO_RUNNING = frozenset({RolloutStatus.QUEUED, _RUNNING})
 
 if TYPE_CHECKING:
     from core.client import RolloutClient
@@ -281,6 +292,7 @@ class RolloutBoard:
         self._account(record)
         for mark in self._early_events.pop(record.rollout_id, {}).values():
             self.server_mark(record.rollout_id, mark)
+        self._model_proves_running(record)
 
     # -- server events ---------------------------------------------------------------------
 
@@ -305,8 +317,8 @@ class RolloutBoard:
             return
         if mark.server_id != _reporting_server(record, mark.server_id):
             return
-        if known is not None:  # a poll saw it first: the server's time is the exact one
-            mark = replace(mark, polled_at=known.at)
+        if known is not None:  # a poll or a model call first: the server's time is exact
+            mark = replace(mark, polled_at=known.poll_time)
         record.marks[mark.status] = mark
         if self._on_transition is not None:
             self._on_transition(record, mark)
@@ -315,9 +327,13 @@ class RolloutBoard:
     # -- model calls (the gateway's hooks) -------------------------------------------------
 
     def call_started(self, call: ModelCallReport) -> None:
-        """A rollout's model call began: it shows as in flight until `call_ended`."""
+        """A rollout's model call began: it shows as in flight until `call_ended`, and the
+        rollout as running from its first call's start (`_model_proves_running`)."""
         self._activity(call.rollout_id).started(call)
         self.model_calls += 1
+        record = self.records.get(call.rollout_id)
+        if record is not None:
+            self._model_proves_running(record)
         self._mark_known(call.rollout_id)
 
     def call_ended(self, call: ModelCallReport) -> None:
@@ -328,6 +344,40 @@ class RolloutBoard:
         if call.cost_usd is not None:
             self.total_cost_usd = (self.total_cost_usd or 0.0) + call.cost_usd
         self._mark_known(call.rollout_id)
+
+    def use_model_activity(self, rollout_id: str, activity: ModelActivity) -> None:
+        """`activity` as the rollout's model calls (a copy of another process's board, as
+        that board reports them): what it proves of `running` is applied as a call's is."""
+        record = self.records.get(rollout_id)
+        if record is None:
+            return
+        record.model = activity
+        self._model_proves_running(record)
+        self._note_change(rollout_id)
+
+    def _model_proves_running(self, record: RolloutRecord) -> None:
+        """The rule "a model call proves running", applied to `record`: its first model call
+        through the gateway began at `first_started_at`, so it was running by then.
+
+        The mark (source `model`) is set unless something says better: the server's own
+        report, or a poll that saw `running` earlier. A call that began after a later phase
+        was known to have begun (a grader calling the model) proves nothing of `running`'s
+        start, nor does a call of a rollout the server never admitted."""
+        started = record.model.first_started_at
+        if started is None or record.admission_error is not None:
+            return
+        known = record.marks.get(_RUNNING)
+        if known is not None and (known.source == "server" or known.at <= started):
+            return
+        if any(
+            status not in _UP_TO_RUNNING and mark.at <= started
+            for status, mark in record.marks.items()
+        ):
+            return
+        # A poll saw it later (the official server holds each poll until the next change).
+        polled_at = None if known is None else known.poll_time
+        record.marks[_RUNNING] = PhaseMark(_RUNNING, started, "model", polled_at=polled_at)
+        self._account(record)
 
     def _activity(self, rollout_id: str) -> ModelActivity:
         record = self.records.get(rollout_id)
@@ -361,6 +411,12 @@ class RolloutBoard:
         self._accounted[rollout_id] = len(transitions)
         if record.status != self._phase_of.get(rollout_id):
             self._entered(record)
+        else:
+            # A better source moved the current phase's start (the server's report after a
+            # poll's): stuck detection reads it from here. Its place in the order is kept.
+            entered = self._in_phase.get(record.status)
+            if entered is not None and rollout_id in entered:
+                entered[rollout_id] = record.phase_started_at
         # An untracked rollout that has not ended is counted as `untracked`, not under the
         # status it was last seen in: nobody watches it go on.
         status = None if record.untracked and not record.finished else record.display_status
@@ -382,7 +438,8 @@ class RolloutBoard:
         """A status a poll observed: a mark of its own unless the server reported it."""
         mark = PhaseMark(transition.status, transition.at, "poll")
         known = record.marks.get(transition.status)
-        if known is None:
+        if known is None or (known.source == "model" and transition.at < known.at):
+            # A poll that saw `running` before the first model call began is the better bound.
             record.marks[transition.status] = mark
         elif known.polled_at is None:
             record.marks[transition.status] = replace(known, polled_at=transition.at)

@@ -73,6 +73,9 @@ class ModelActivity:
     """Σ cost of the calls whose price is known; None while none was."""
     last_ended_at: float | None = None
     """When the latest call ended (monotonic)."""
+    first_started_at: float | None = None
+    """When its first call began (monotonic): from then on the rollout was running
+    (`RolloutBoard` makes it the rollout's `running` mark when nothing says better)."""
 
     @property
     def waiting_since(self) -> float | None:
@@ -84,6 +87,9 @@ class ModelActivity:
         """`call` began: it is in flight until `ended`."""
         self.calls += 1
         self.in_flight[call.call_id] = call
+        started = call.started_monotonic
+        if self.first_started_at is None or started < self.first_started_at:
+            self.first_started_at = started
 
     def ended(self, call: ModelCallReport) -> None:
         """`call` ended (answered, failed or abandoned)."""

@@ -17,8 +17,10 @@ from core.types import (
 
 SkipReason = Literal["not_requested", "ended_early", "not_observed"]
 
-#: Who reported a status: the server's ownership events, or a poll of its result endpoint.
-PhaseSource = Literal["server", "poll"]
+#: Who reported a status: the server's ownership events, a poll of its result endpoint, or
+#: (for `running` only) the rollout's first model call through the run's gateway: a workflow
+#: calls the model only while it runs, so the call's start proves it was running by then.
+PhaseSource = Literal["server", "poll", "model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,15 +29,23 @@ class PhaseMark:
 
     status: RolloutStatus
     #: When it happened, on the `time.monotonic()` clock: the server's time when the server
-    #: reported it (mapped onto this clock), else when a poll saw it.
+    #: reported it (mapped onto this clock), the start of the first model call for a
+    #: `running` the gateway proved, else when a poll saw it.
     at: float
     source: PhaseSource
     #: The server's wall clock (seconds since the epoch) and its event's sequence number.
     server_time: float | None = None
     event_sequence: int | None = None
     server_id: str | None = None
-    #: When a poll saw the status too (on a mark from the server), for the details.
+    #: When a poll saw the status too (on a mark from the server or a model call), for the
+    #: details.
     polled_at: float | None = None
+
+    @property
+    def poll_time(self) -> float | None:
+        """When a poll saw the status: the mark's own time for a poll's, else `polled_at`
+        (what a better source's mark replacing this one keeps)."""
+        return self.at if self.source == "poll" else self.polled_at
 
 
 #: The phases a rollout passes through before its terminal status, in order.

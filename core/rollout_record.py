@@ -5,11 +5,13 @@ A record reads its observations from the rollout's handle (or, without one, from
 cancels, untracking, an admission error, whether it was sent by hand or requeued) it holds
 itself. No Textual here.
 
-Two sources tell when a rollout entered each phase (PROTOCOL.md §8.1): the polls, which see a
-status only if it lasts until the next poll, and the server's ownership events, which report
-every status with the server's own clock. A record keeps one `PhaseMark` per status, the
-server's word where it has one, the poll's otherwise: its phase track, skip reasons and
-durations read the marks, so "not observed" means that no source knows.
+Three sources tell when a rollout entered each phase: the polls, which see a status only if it
+lasts until the next poll, the server's ownership events (PROTOCOL.md §8.1), which report
+every status with the server's own clock, and, for `running`, the rollout's first model call
+through the run's gateway (`RolloutBoard._model_proves_running`). A record keeps one
+`PhaseMark` per status, the server's word where it has one, else the earliest of the others:
+its phase track, skip reasons and durations read the marks, so "not observed" means that no
+source knows.
 """
 
 from __future__ import annotations
@@ -152,7 +154,8 @@ class RolloutRecord:
 
     @property
     def status(self) -> RolloutStatus:
-        """The furthest status known: the poll's, or a later phase the server reported.
+        """The furthest status known: the poll's, or a later phase the server reported (or a
+        model call proved).
 
         A terminal status is only ever the poll's: the result that comes with it is what the
         run records, and a server's `success` without it would finish nothing."""
@@ -162,7 +165,7 @@ class RolloutRecord:
         furthest = polled
         for status, mark in self.marks.items():
             if (
-                mark.source == "server"
+                mark.source != "poll"
                 and status not in TERMINAL_STATUSES
                 and PHASE_ORDER.get(status, -1) > PHASE_ORDER[furthest]
             ):

@@ -67,6 +67,7 @@ from tui.widgets.event_log import EventLog
 from tui.widgets.fitted_footer import FittedFooter
 from tui.widgets.format import multi_line, one_line
 from tui.widgets.phase_track import LEGEND
+from tui.widgets.silence_banner import SilenceBanner
 from tui.widgets.status_line import StatusLine
 from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
 from tui.widgets.table.rollout_table import RolloutTable
@@ -92,6 +93,7 @@ class DashboardApp(App[None]):
 
     header: RunHeader
     end_banner: EndBanner
+    silence_banner: SilenceBanner
     summary: SummaryStrip
     table: RolloutTable
     filter_bar: Input
@@ -212,6 +214,7 @@ class DashboardApp(App[None]):
         # and its widgets are already gone from the DOM.
         self.header = RunHeader(id="header")
         self.end_banner = EndBanner(id="end-banner")
+        self.silence_banner = SilenceBanner(id="silence-banner")
         self.summary = SummaryStrip(id="summary")
         self.table = RolloutTable(self.board, clock=self.now, id="table")
         self.filter_bar = Input(
@@ -222,6 +225,7 @@ class DashboardApp(App[None]):
         self.status_line = StatusLine(id="status-line")
         yield self.header
         yield self.end_banner
+        yield self.silence_banner
         yield self.summary
         with Horizontal(id="main"):
             with Vertical(id="table-column"):
@@ -355,6 +359,7 @@ class DashboardApp(App[None]):
         elapsed = now - self.board.started_at
         dispatch = self.source.dispatch()
         self.header.show(self.source.title, self.source.subtitle, self.source.servers(), elapsed)
+        self.silence_banner.show(self.source.event_silence)
         self.summary.show(
             self.board,
             self.board.counts(now),

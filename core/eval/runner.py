@@ -430,6 +430,8 @@ class EvalRunner:
             # ask for each one (one request less per rollout that a poll would have caught).
             observe_every_status=not slot.publishes_events,
         )
+        if slot.first_admitted_at is None:  # its events are due from now (EventSilence)
+            slot.first_admitted_at = time.monotonic()
         return self.board.track(
             handle,
             client=slot.client,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import within_capacity
+from core.eval.event_silence import EVENTS_GRACE_SEC, EventSilence
 from core.eval.events.receiver import EventReceiverError
 from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
@@ -43,8 +44,13 @@ from core.eval.startup import RunServices
 from core.eval.steering import RunControl
 from core.eval.summary import EvalSummary
 from core.rollout_record import RequestOptions
+from core.task_end import cancel_and_wait
+from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
 
 logger = logging.getLogger(__name__)
+
+# How often a `--server` run looks whether its servers' events are missing (`EventSilence`).
+EVENTS_CHECK_SEC = 1.0
 
 
 class EvalSession:
@@ -163,6 +169,34 @@ class EvalSession:
             overdue=len(stuck.union(runner.overdue(now))),
             not_dispatched=len(runner.pending),
         )
+
+    def event_silence(self, now: float | None = None) -> EventSilence | None:
+        """The `--server` servers that have sent this run no ownership event since they
+        admitted its first rollout (`EVENTS_GRACE_SEC` ago), with the settings that end it;
+        None when there are none (launched servers get the settings themselves)."""
+        services, pool = self._services, self.pool
+        if self.plan.mode != "servers" or services is None or pool is None:
+            return None
+        silent = pool.silent(time.monotonic() if now is None else now, EVENTS_GRACE_SEC)
+        if not silent or not services.feeds:
+            return None
+        return EventSilence(
+            servers=tuple(silent),
+            endpoint=services.feeds[OTLP_ENDPOINT_ENV],
+            preview_root=services.feeds[PREVIEW_ROOT_ENV],
+            port_fixed=self.plan.request.events_port is not None,
+        )
+
+    async def _say_event_silence(self) -> None:
+        """Once the servers are found silent: said once, in logs.txt and to the front end
+        (the dashboard also shows it on screen while it holds, from `event_silence`)."""
+        # Polled, not awaited: the silence is the absence of an event, a time that passes.
+        while True:
+            await asyncio.sleep(EVENTS_CHECK_SEC)
+            silence = self.event_silence()
+            if silence is not None:
+                self.notice(silence.message())
+                return
 
     def notice(self, message: str) -> None:
         message = self.redactor.redact(message)
@@ -420,7 +454,11 @@ class EvalSession:
         self.control.steer(runner)
         if self._interrupt is not None:  # came after the startup had ended, before this line
             await runner.interrupt(cancel_in_flight=self._interrupt)
-        outcome = await runner.run()
+        silence = asyncio.ensure_future(self._say_event_silence())
+        try:
+            outcome = await runner.run()
+        finally:
+            await cancel_and_wait(silence)
         return outcome.status, outcome.problem
 
     def _mask(self, secrets: list[str]) -> None:

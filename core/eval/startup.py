@@ -66,6 +66,8 @@ class RunServices:
         self.server_api_key = plan.request.server_api_key
         self.gateway: ModelGateway | None = None
         self.pool: ServerPool | None = None
+        #: What points a server's feeds at this run (`_feeds`), once the receiver listens.
+        self.feeds: dict[str, str] = {}
 
     async def start(
         self, stack: AsyncExitStack, folder: RunFolder
@@ -93,9 +95,8 @@ class RunServices:
         launch: asyncio.Future[tuple[str, ...]] | None = None
         try:
             gateway = await self._start_gateway(started, upstream, forwarded)
-            launch = asyncio.ensure_future(
-                self._servers(started, folder, http, self._feeds(events, folder))
-            )
+            self.feeds = self._feeds(events, folder)
+            launch = asyncio.ensure_future(self._servers(started, folder, http, self.feeds))
             await checked
             urls = await launch
         finally:

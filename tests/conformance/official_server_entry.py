@@ -2,7 +2,8 @@
 
 Runs inside the Python 3.12 conformance venv (see venv.py), as a subprocess of the test:
 
-    python official_server_entry.py [--backend local|one_slot|no_capacity_while_busy|narrating]
+    python official_server_entry.py
+        [--backend local|one_slot|no_capacity_while_busy|narrating|asking]
         [--result-wait-timeout-sec S] [--polling-lease-timeout-sec S] [--auth]
 
 It builds `create_rollout_server` around an official backend whose workflow and grader are
@@ -12,7 +13,8 @@ server's API key is read from the environment variable OSMOSIS_CONFORMANCE_API_K
 from argv, never printed). Set `_OSMOSIS_ROLLOUT_ARTIFACT_ROOT` before starting it so the
 LocalBackend keeps its artifacts out of ~/.osmosis.
 
-This module imports only the official package (plus uvicorn), never this project's code.
+This module imports only the official package (plus uvicorn, and httpx, the official
+client's own dependency), never this project's code.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import socket
 import sys
 from typing import Any
 
+import httpx
 import uvicorn
 from osmosis_ai.rollout import (
     AgentWorkflow,
@@ -114,6 +117,26 @@ class Narrating(AgentWorkflow[Any]):
         return AgentWorkflowOutput(messages=conversation)
 
 
+class Asking(AgentWorkflow[Any]):
+    """Asks the run's model the prompt through the rollout's chat endpoint and key (PROTOCOL.md
+    §4.4), as a workflow on an integration does, then answers with its reply."""
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> AgentWorkflowOutput:
+        rollout = get_rollout_context()
+        if rollout is None:
+            raise RuntimeError("no rollout context")
+        headers = {"Authorization": f"Bearer {rollout.api_key}"} if rollout.api_key else {}
+        async with httpx.AsyncClient(timeout=120.0) as http:
+            response = await http.post(
+                f"{rollout.chat_completions_url}/chat/completions",
+                headers=headers,
+                json={"model": "osmosis-rollout", "messages": list(ctx.prompt)},
+            )
+            response.raise_for_status()
+        reply = response.json()["choices"][0]["message"]["content"] or ""
+        return AgentWorkflowOutput(messages=[*ctx.prompt, {"role": "assistant", "content": reply}])
+
+
 class LastMessageMatchesLabel(Grader):
     """Reward 1.0 when the last message's content equals the label, else 0.0."""
 
@@ -165,6 +188,8 @@ def build_backend(kind: str) -> ExecutionBackend:
         )
     if kind == "narrating":
         return LocalBackend(workflow=Narrating, grader=LastMessageMatchesLabel)
+    if kind == "asking":
+        return LocalBackend(workflow=Asking, grader=LastMessageMatchesLabel)
     if kind == "no_capacity_while_busy":
         return NoCapacityWhileBusy(LocalBackend(workflow=Scripted, grader=LastMessageMatchesLabel))
     raise SystemExit(f"unknown backend {kind!r}")
@@ -175,7 +200,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--backend",
         default="local",
-        choices=["local", "one_slot", "no_capacity_while_busy", "narrating"],
+        choices=["local", "one_slot", "no_capacity_while_busy", "narrating", "asking"],
     )
     parser.add_argument("--result-wait-timeout-sec", type=float, default=None)
     parser.add_argument("--polling-lease-timeout-sec", type=float, default=None)

@@ -23,6 +23,7 @@ from textual.pilot import Pilot
 
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
+from core.eval.event_silence import EventSilence
 from core.eval.results import reward_stats
 from core.eval.results.calls import ModelCall
 from core.eval.results.metrics import Progress
@@ -91,6 +92,7 @@ class StaticSource:
     )
     preview_root: Path | None = None
     ending: RunEnding | None = None
+    event_silence: EventSilence | None = None
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]
@@ -307,7 +309,8 @@ def running_board() -> RolloutBoard:
         ),
         metadata={"stub": "error"},
     )
-    # Running and grading happened between two polls: both "not observed".
+    # Running and grading happened between two polls: running is proven by its model call
+    # (below), grading is "not observed".
     _add(board, 9, 9, [(Q, 7.0), (OK, 8.2)], result=_result(rollout_id(9), OK, 9, reward=1.0))
     _add(
         board,

@@ -166,7 +166,8 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         type=fixed_port,
         metavar="N",
         help="fixed port for the receiver of the servers' ownership events, where "
-        "OSMOSIS_ROLLOUT_OTLP_ENDPOINT points (default: a free one)",
+        "OSMOSIS_ROLLOUT_OTLP_ENDPOINT points: a --server server started with it reaches every "
+        "run given the same port (default: a free one, new each run)",
     )
     ours.add_argument(
         "--stuck-after",

@@ -66,6 +66,11 @@ class AttachedSource:
         return not self.client.over
 
     @property
+    def event_silence(self) -> None:
+        # The run says it in its logs.txt; its viewers are not sent it (left for later).
+        return None
+
+    @property
     def preview_root(self) -> Path | None:
         previews = self.client.run.previews
         return previews if previews is not None and previews.is_dir() else None

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
+from core.eval.event_silence import EventSilence
 from core.eval.results.metrics import Progress
 
 
@@ -152,6 +153,12 @@ class DashboardSource(Protocol):
     def progress(self) -> Progress: ...
 
     def servers(self) -> list[ServerView]: ...
+
+    @property
+    def event_silence(self) -> EventSilence | None:
+        """The run's servers that send it no ownership events, while they do not (a live
+        `--server` run); None otherwise."""
+        ...
 
     async def run(self) -> None:
         """Drive the work until it ends; the dashboard runs this in a worker."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.attach.endpoint import ControlEndpoint
 from core.eval.dispatch_gate import DispatchState
+from core.eval.event_silence import EventSilence
 from core.eval.gateway.errors import GatewayError
 from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
@@ -109,6 +110,11 @@ class LiveSource:
 
     def progress(self) -> Progress:
         return self.session.progress()
+
+    @property
+    def event_silence(self) -> EventSilence | None:
+        # Once the run is over, what it lacked is said in logs.txt and the event log.
+        return None if self.ended else self.session.event_silence()
 
     def servers(self) -> list[ServerView]:
         pool = self.session.pool

@@ -219,6 +219,11 @@ class ReplaySource:
         return False
 
     @property
+    def event_silence(self) -> None:
+        # Nothing to act on in a replay: the run said it in its logs.txt.
+        return None
+
+    @property
     def preview_root(self) -> Path | None:
         """The recorded run's previews, when they sit beside the recording: a replay shows
         each rollout's last preview (the files stopped changing when the run ended)."""

@@ -54,13 +54,19 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "…"
 
 
+# Who said so, for a mark that is not a poll's own.
+_SOURCE_NAMES = {"server": "server", "model": "from its first model call"}
+
+
 def _source(mark: PhaseMark) -> str:
-    """Who said so: the server (and how much later a poll saw it too), or a poll."""
+    """Who said so: the server or the rollout's first model call (and how much later a poll
+    saw it too), or a poll."""
     if mark.source == "poll":
         return "poll"
+    said = _SOURCE_NAMES[mark.source]
     if mark.polled_at is None:
-        return "server"
-    return f"server, poll +{max(0.0, mark.polled_at - mark.at):.3f}s"
+        return said
+    return f"{said}, poll +{max(0.0, mark.polled_at - mark.at):.3f}s"
 
 
 def _origin(record: RolloutRecord) -> list[tuple[str, RenderableType]]:

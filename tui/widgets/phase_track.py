@@ -2,8 +2,10 @@
 
 Pure functions from a board record to Rich text, shared by the table and the details pane.
 
-A phase is `observed` when a poll saw it or its server reported it (an ownership event,
-PROTOCOL.md §8.1). The two are told apart only where that matters: on a rollout whose
+A phase is `observed` when a poll saw it, its server reported it (an ownership event,
+PROTOCOL.md §8.1) or, for `running`, the rollout called the model through the run's gateway
+(the board's rule: its first call proves it). They are told apart only where that matters: on
+a rollout whose
 server does report, a past phase only a poll saw is drawn half-filled — the server's own
 report of it never came (yet), so its time is the poll's, not the server's.
 """

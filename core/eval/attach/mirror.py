@@ -122,7 +122,10 @@ class BoardMirror:
             if options and record.options is None:
                 record.options = options_from(options)
         record.cancels = [self._cancel(dict_of(cancel)) for cancel in list_of(state.get("cancels"))]
-        record.model = self._activity(rollout_id, dict_of(state.get("model")))
+        # Through the board: the first call proves running there as it did in the run.
+        board.use_model_activity(
+            rollout_id, self._activity(rollout_id, dict_of(state.get("model")))
+        )
         polling = dict_of(state.get("polling"))
         recording = record.observed
         if isinstance(recording, RecordedRollout):
@@ -231,12 +234,14 @@ class BoardMirror:
     def _activity(self, rollout_id: str, raw: dict[str, Any]) -> ModelActivity:
         cost = raw.get("cost_usd")
         last_ended = raw.get("last_ended")
+        first_started = raw.get("first_started")
         activity = ModelActivity(
             calls=int_of(raw.get("calls")) or 0,
             failed=int_of(raw.get("failed")) or 0,
             tokens=int_of(raw.get("tokens")),
             cost_usd=float_of(cost) if cost is not None else None,
             last_ended_at=None if last_ended is None else self._at(last_ended),
+            first_started_at=None if first_started is None else self._at(first_started),
         )
         for call in map(dict_of, list_of(raw.get("recent"))):
             ended = call.get("ended")

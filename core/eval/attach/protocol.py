@@ -61,7 +61,9 @@ merged as on the run's board (the server's time wins); `result` (`status`, `rewa
 `err_message`, `err_category`, `removed`) or null; `not_admitted` (why) or null; `cancels`
 (`requested`, `disposition`, `error`, `answered`); `untracked`; `cancellable` (the run can ask
 its server to cancel it); `polling` (`polls`, `retries`, `error`); `model` (`calls`, `failed`,
-`tokens`, `cost_usd`, `last_ended`, and the latest calls: `call_id`, `started`, `ended`,
+`tokens`, `cost_usd`, `last_ended`, `first_started` (when its first call began: it proves
+`running` on the viewer's board as on the run's; additive within version 1), and the latest
+calls: `call_id`, `started`, `ended`,
 `status`, `tokens`, `cost_usd`, `request`, `reply`, `error`); `requeued_as` (the id its work
 item runs again under once it was requeued, else null: additive within version 1, as
 `dispatch`); and, the first time a viewer is sent the record only, `options` (`label`,
@@ -269,6 +271,7 @@ def _model_state(activity: ModelActivity, origin: float) -> dict[str, Any]:
         "tokens": activity.tokens,
         "cost_usd": _number(activity.cost_usd),
         "last_ended": _t(activity.last_ended_at, origin),
+        "first_started": _t(activity.first_started_at, origin),
         "recent": [
             {
                 "call_id": call.call_id,

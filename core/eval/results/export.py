@@ -48,9 +48,10 @@ def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
         "reward": result.sample.reward if result and result.sample else None,
         "err_category": result.err_category.value if result and result.err_category else None,
         "err_message": (result.err_message if result else None) or record.admission_error,
-        # Each phase as its best source timed it; `(server)` marks the server's own time.
+        # Each phase as its best source timed it; `(server)` marks the server's own time,
+        # `(model)` a running proved by the first model call.
         "observed": " ".join(
-            f"{m.status.value}@{m.at - t0:.3f}" + ("(server)" if m.source == "server" else "")
+            f"{m.status.value}@{m.at - t0:.3f}" + ("" if m.source == "poll" else f"({m.source})")
             for m in record.timeline()
         ),
         "skipped": " ".join(f"{k.value}:{v}" for k, v in record.skipped_phases().items()),

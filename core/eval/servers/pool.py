@@ -65,6 +65,8 @@ class RolloutServerSlot:
     publishes_events: bool = False
     """Its ownership events reach the run (EVAL.md §6): they tell every status, so its
     rollouts are polled without asking for each one (`observe_every_status=False`)."""
+    first_admitted_at: float | None = None
+    """When it admitted the run's first rollout (monotonic): its events are due from then."""
 
     @property
     def free(self) -> float:
@@ -231,6 +233,16 @@ class ServerPool:
     async def aclose(self) -> None:
         """Close the servers' clients (after the run: their handles are done)."""
         await asyncio.gather(*(slot.client.aclose() for slot in self.slots))
+
+    def silent(self, now: float, grace_sec: float) -> list[str]:
+        """The servers that admitted a rollout more than `grace_sec` ago and sent no event."""
+        return [
+            slot.url
+            for slot in self.slots
+            if not slot.publishes_events
+            and slot.first_admitted_at is not None
+            and now - slot.first_admitted_at > grace_sec
+        ]
 
     def heard_from(self, url: str) -> None:
         """An ownership event came for a rollout sent to the server at `url`."""
