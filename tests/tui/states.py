@@ -90,6 +90,7 @@ class StaticSource:
         default_factory=lambda: [ServerView(SERVER, "accepting")]
     )
     preview_root: Path | None = None
+    trials_root: Path | None = None
     ending: RunEnding | None = None
 
     def progress(self) -> Progress:
