@@ -316,6 +316,14 @@ class RolloutBoard:
             self.total_cost_usd = (self.total_cost_usd or 0.0) + call.cost_usd
         self._mark_known(call.rollout_id)
 
+    def result_tokens(self, rollout_id: str, tokens: int) -> None:
+        """The tokens a rollout's result says it used, for a run whose model calls nobody
+        recorded (an official run folder): counted as its calls' would have been."""
+        activity = self._activity(rollout_id)
+        activity.tokens = (activity.tokens or 0) + tokens
+        self.total_tokens += tokens
+        self._mark_known(rollout_id)
+
     def _activity(self, rollout_id: str) -> ModelActivity:
         record = self.records.get(rollout_id)
         if record is not None:

@@ -147,6 +147,9 @@ def test_an_official_run_folder_replays_each_result_at_its_logged_time(tmp_path:
     untracked_at = 178.487  # when its item was sent again, in the second invocation
     assert source.length == pytest.approx(untracked_at + 0.3)
     assert board.records[CUT].source_row_index == 4  # from its row's other attempt
+    # No model call was recorded: each rollout's tokens are its result's, as metrics.json sums.
+    assert board.total_tokens == summary["tokens_used"] == 26
+    assert (board.records[OK1].model.tokens, board.records[SKIPPED].model.tokens) == (13, 13)
     failed = board.records[FAILED].latest_result
     assert failed is not None and failed.err_category is not None  # agent_error
     # Partway: the first invocation's results, and the rollout it was cut off with in flight.
@@ -171,6 +174,7 @@ async def test_an_official_run_on_the_dashboard(tmp_path: Path) -> None:
         await until(pilot, lambda: "end of recording" in text_of(app.end_banner), timeout=20)
         assert app.end_banner.has_class("-complete")  # every work item has its result
         await until(pilot, lambda: "4/4  pass 66.7%  mean reward 0.750" in text_of(app.summary))
+        assert "tokens 26" in text_of(app.summary)
         assert len(app.table.order) == 6
 
 

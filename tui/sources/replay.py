@@ -175,7 +175,12 @@ class ReplaySource:
 
     def _fresh_state(self, started_at: float) -> ReplayState:
         """Nothing played yet, on a board whose time 0 is at `started_at`."""
-        return ReplayState(started_at=started_at, journal=self._journal, manual=self._manual)
+        return ReplayState(
+            started_at=started_at,
+            journal=self._journal,
+            manual=self._manual,
+            tokens_from_results=self.recording is None,
+        )
 
     # -- what the dashboard reads ----------------------------------------------------------
 
