@@ -43,6 +43,7 @@ class SyntheticSource:
     finished = False
     can_send = False
     preview_root = None
+    trials_root = None
     ending = None
     event_silence = None
     playback = None

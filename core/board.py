@@ -379,6 +379,14 @@ class RolloutBoard:
         record.marks[_RUNNING] = PhaseMark(_RUNNING, started, "model", polled_at=polled_at)
         self._account(record)
 
+    def result_tokens(self, rollout_id: str, tokens: int) -> None:
+        """The tokens a rollout's result says it used, for a run whose model calls nobody
+        recorded (an official run folder): counted as its calls' would have been."""
+        activity = self._activity(rollout_id)
+        activity.tokens = (activity.tokens or 0) + tokens
+        self.total_tokens += tokens
+        self._mark_known(rollout_id)
+
     def _activity(self, rollout_id: str) -> ModelActivity:
         record = self.records.get(rollout_id)
         if record is not None:

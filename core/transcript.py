@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -39,12 +39,15 @@ from core.types import (
 #: Files a little over the protocol's bound on a preview are still read (another writer may
 #: count differently), far over it are refused unread.
 MAX_READ_BYTES = MAX_PREVIEW_BYTES + 124 * 1024
+#: A finished attempt's trajectory is the whole conversation, not a window of it: read up to
+#: this (its latest `MAX_PREVIEW_STEPS` steps shown, as a preview's), refused past it.
+MAX_TRAJECTORY_BYTES = 16 * 1024 * 1024
 CLIPPED_MARK = " […]"
 #: The problem of a preview file that does not exist (yet: a server writes the first one within
 #: 3 s of the rollout's start, when its workflow shows its conversation).
 PREVIEW_MISSING = "no preview yet"
 
-Origin = Literal["preview", "sample"]
+Origin = Literal["preview", "sample", "trajectory"]
 # ATIF's step sources and the chat roles, as the roles the transcript shows.
 _ROLES = {
     "agent": "assistant",
@@ -132,12 +135,13 @@ class _Unreadable(Exception):
 # -- reading a preview file -------------------------------------------------------------------
 
 
-def preview_path(root: Path, rollout_id: str) -> Path | None:
-    """Where the preview of `rollout_id` is under the preview `root`; None for an id that no
-    server writes a preview for (and that could name a path outside the root)."""
+def preview_path(root: Path, rollout_id: str, file: str = PREVIEW_FILE) -> Path | None:
+    """Where the preview (or another `file` a server keeps per rollout) of `rollout_id` is
+    under `root`; None for an id that no server writes a preview for (and that could name a
+    path outside the root)."""
     if not PREVIEW_ID.fullmatch(rollout_id):
         return None
-    return root / rollout_id / PREVIEW_FILE
+    return root / rollout_id / file
 
 
 def read_preview(
@@ -157,7 +161,17 @@ def read_preview(
         return None
 
 
-def _read(path: Path, root: Path | None) -> Transcript:
+def read_trajectory(path: Path, *, root: Path | None = None) -> Transcript | None:
+    """The conversation in a finished attempt's trajectory (the ATIF document a rollout server
+    leaves in `rollout_trials/<rollout_id>/trajectory.json`, EVAL.md §8, read as a preview is,
+    under `root` when given), or None when there is none to read."""
+    try:
+        return replace(_read(path, root, MAX_TRAJECTORY_BYTES), origin="trajectory")
+    except _Unreadable:
+        return None
+
+
+def _read(path: Path, root: Path | None, limit: int = MAX_READ_BYTES) -> Transcript:
     # Regular files only, opened without blocking (a FIFO put in the preview's place cannot
     # hang the reader) and not through a symlink anywhere below the previews root (a rollout
     # server cannot make the dashboard show another file, by the file or by its folder).
@@ -169,20 +183,20 @@ def _read(path: Path, root: Path | None) -> Transcript:
         raise _Unreadable(f"cannot open the preview: {exc.strerror or exc}") from None
     try:
         size = os.fstat(descriptor).st_size
-        if size > MAX_READ_BYTES:
-            raise _Unreadable(_too_large(size))
-        data = read_at_most(descriptor, MAX_READ_BYTES + 1)
+        if size > limit:
+            raise _Unreadable(_too_large(size, limit))
+        data = read_at_most(descriptor, limit + 1)
     except OSError as exc:
         raise _Unreadable(f"cannot read the preview: {exc.strerror or exc}") from None
     finally:
         os.close(descriptor)
-    if len(data) > MAX_READ_BYTES:  # it grew after its size was looked at
-        raise _Unreadable(_too_large(len(data)))
+    if len(data) > limit:  # it grew after its size was looked at
+        raise _Unreadable(_too_large(len(data), limit))
     return _parse(data)
 
 
-def _too_large(size: int) -> str:
-    return f"the preview is too large ({size:,} bytes; at most {MAX_READ_BYTES:,} are read)"
+def _too_large(size: int, limit: int) -> str:
+    return f"the preview is too large ({size:,} bytes; at most {limit:,} are read)"
 
 
 def _parse(data: bytes) -> Transcript:

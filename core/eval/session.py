@@ -235,7 +235,7 @@ class EvalSession:
             try:
                 log = stack.enter_context(RunLog(folder.logs_path, self.redactor))
                 self._log = log
-                stack.enter_context(_logging_to(log))
+                stack.enter_context(run_logging(log))
                 # Read before the journal is opened for appending (which repairs a torn tail).
                 loaded = Journal.load_for_plan(
                     folder.events_path,
@@ -536,15 +536,18 @@ class EvalSession:
 
 
 @contextlib.contextmanager
-def _logging_to(log: RunLog) -> Iterator[None]:
+def run_logging(log: RunLog) -> Iterator[None]:
     """Send this process's log records to the run's logs.txt (and nowhere else) for the run."""
     root = logging.getLogger()
     handler = log.handler(logging.INFO)
     previous_level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    # One line per HTTP request would drown the log and cost CPU on the hot path.
-    quiet = [logging.getLogger(name) for name in ("httpx", "httpcore", "uvicorn.access")]
+    # One line per HTTP request would drown the log and cost CPU on the hot path; LiteLLM
+    # says a line or two per model call at INFO ("LiteLLM completion() model= ..."), which
+    # the headless front end would stream to stderr with the run's own lines.
+    noisy = ("httpx", "httpcore", "uvicorn.access", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+    quiet = [logging.getLogger(name) for name in noisy]
     levels = [logger_.level for logger_ in quiet]
     for logger_ in quiet:
         logger_.setLevel(logging.WARNING)

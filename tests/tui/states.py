@@ -91,6 +91,7 @@ class StaticSource:
         default_factory=lambda: [ServerView(SERVER, "accepting")]
     )
     preview_root: Path | None = None
+    trials_root: Path | None = None
     ending: RunEnding | None = None
     event_silence: EventSilence | None = None
 

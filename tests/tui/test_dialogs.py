@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from textual import events
+from textual.message_pump import MessagePump
 from textual.widgets import Button, Input, Static
 
 from tests.tui.helpers import text_of
@@ -56,3 +58,34 @@ async def test_the_help_scrolls_to_its_end_at_80x24() -> None:
         assert frame.scroll_y == 0
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+def burst(app: MessagePump, keys: list[str]) -> None:
+    """As a terminal's driver hands over the keys of one read: each posted to the app before
+    the app has handled the first."""
+    characters = {"tab": "\t", "shift+tab": None}
+    for key in keys:
+        app.post_message(events.Key(key, characters.get(key, key)))
+
+
+async def test_the_new_rollout_form_keeps_a_burst_of_keys_in_order() -> None:
+    """A terminal hands over a fast typist's keys in one read: the app takes them all before
+    the first `tab` has moved the focus. What follows the `tab` belongs to the next field."""
+    app = build_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("n")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, NewRolloutScreen)
+        burst(app, [*"text", "tab", "4", "2"])
+        await pilot.pause()
+        await pilot.pause()
+        assert form.query_one("#prompt", Input).value == "text"
+        assert form.query_one("#label", Input).value == "42"
+        # And back: shift+tab is as quick.
+        burst(app, ["shift+tab", "!"])
+        await pilot.pause()
+        await pilot.pause()
+        # The `!` went to the prompt (focusing a field selects its text, so it replaced it).
+        assert form.query_one("#label", Input).value == "42"
+        assert form.query_one("#prompt", Input).value == "!"

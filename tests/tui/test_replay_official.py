@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import Static
 
 from core.types import RolloutStatus
 from tests.eval.runs.command import run_osmosis
 from tests.tui.helpers import SIZE, text_of, until
 from tests.tui.recordings import numbers, played_to_the_end, replay_app
+from tui.app import DashboardApp
+from tui.screens.transcript import TranscriptScreen
 from tui.sources.replay import ReplaySource
 
 FAILED, OK0, OK1, CUT, OK2, SKIPPED = (f"{n:x>32}" for n in ("a0", "b0", "c1", "d2", "e2", "f3"))
@@ -144,6 +147,9 @@ def test_an_official_run_folder_replays_each_result_at_its_logged_time(tmp_path:
     untracked_at = 178.487  # when its item was sent again, in the second invocation
     assert source.length == pytest.approx(untracked_at + 0.3)
     assert board.records[CUT].source_row_index == 4  # from its row's other attempt
+    # No model call was recorded: each rollout's tokens are its result's, as metrics.json sums.
+    assert board.total_tokens == summary["tokens_used"] == 26
+    assert (board.records[OK1].model.tokens, board.records[SKIPPED].model.tokens) == (13, 13)
     failed = board.records[FAILED].latest_result
     assert failed is not None and failed.err_category is not None  # agent_error
     # Partway: the first invocation's results, and the rollout it was cut off with in flight.
@@ -168,6 +174,7 @@ async def test_an_official_run_on_the_dashboard(tmp_path: Path) -> None:
         await until(pilot, lambda: "end of recording" in text_of(app.end_banner), timeout=20)
         assert app.end_banner.has_class("-complete")  # every work item has its result
         await until(pilot, lambda: "4/4  pass 66.7%  mean reward 0.750" in text_of(app.summary))
+        assert "tokens 26" in text_of(app.summary)
         assert len(app.table.order) == 6
 
 
@@ -184,3 +191,43 @@ def test_the_command_takes_a_run_folder_and_says_what_it_cannot_replay(tmp_path:
     assert missing.returncode == 2
     assert f"{tmp_path / 'nowhere'}: no such file or folder" in missing.stderr
     assert ReplaySource(official_run(tmp_path / "r1")).recording is None
+
+
+def trajectory(rollout_id: str) -> dict[str, Any]:
+    """An ATIF document as a rollout server leaves it for a finished attempt."""
+    return {
+        "schema_version": "ATIF-v1.4",
+        "session_id": rollout_id,
+        "agent": {"name": "demo", "version": "0.3.8"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "What is 3 * 7?"},
+            {"step_id": 2, "source": "agent", "message": "The product is 21."},
+        ],
+        "final_metrics": {"total_prompt_tokens": 9, "total_completion_tokens": 4},
+        "extra": {"osmosis": {"rollout_id": rollout_id}},
+    }
+
+
+async def test_t_shows_a_finished_rollouts_trajectory_from_the_run_folder(
+    tmp_path: Path,
+) -> None:
+    """The official result carries no messages: the conversation is the trajectory the server
+    left in `rollout_trials/<rollout_id>/` (copied to `trajectories/row_R_run_K.json`)."""
+    folder = official_run(tmp_path / "r1")
+    trial = folder / "rollout_trials" / OK1
+    trial.mkdir(parents=True)
+    (trial / "trajectory.json").write_text(json.dumps(trajectory(OK1)))
+    app, _source = replay_app(folder, speed=256)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: "end of recording" in text_of(app.end_banner), timeout=20)
+        app.table.move_cursor_to(OK1)
+        await pilot.press("t")
+        assert isinstance(app.screen, TranscriptScreen)
+        await until(pilot, lambda: "The product is 21." in text_of(steps_of(app)))
+        header = text_of(app.screen.query_one("#transcript-header", Static))
+        assert "trajectory the server left" in header and "2 steps" in header
+        assert "What is 3 * 7?" in text_of(steps_of(app))
+
+
+def steps_of(app: DashboardApp) -> Static:
+    return app.screen.query_one("#transcript-steps", Static)

@@ -217,7 +217,31 @@ class NewRolloutScreen(ModalScreen[NewRollout | None]):
     """
     )
     BINDINGS = [
-        Binding("escape", "cancel", "Close", tooltip="Close the form, send nothing", id="new.close")
+        Binding(
+            "escape", "cancel", "Close", tooltip="Close the form, send nothing", id="new.close"
+        ),
+        # Priority: the app moves the focus as it takes the `tab`, before it hands the keys
+        # typed after it to a field. Without it the screen's own `tab` runs only once the
+        # key has gone to the field and bubbled back, and a quick `text<Tab>42` lands whole
+        # in the prompt.
+        Binding(
+            "tab",
+            "app.focus_next",
+            "Next field",
+            tooltip="The form's next field or button",
+            show=False,
+            priority=True,
+            id="new.next",
+        ),
+        Binding(
+            "shift+tab",
+            "app.focus_previous",
+            "Previous field",
+            tooltip="The form's previous field or button",
+            show=False,
+            priority=True,
+            id="new.previous",
+        ),
     ]
 
     def compose(self) -> ComposeResult:

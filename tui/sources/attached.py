@@ -16,6 +16,7 @@ from shlex import quote
 
 from core.eval.attach.client import ControlClient
 from core.eval.dispatch_gate import DispatchState
+from core.eval.results.folder import TRIALS_DIR
 from core.eval.results.metrics import Progress
 from tui.sources.base import NewRollout, RunEnding, ServerView
 
@@ -74,6 +75,11 @@ class AttachedSource:
     def preview_root(self) -> Path | None:
         previews = self.client.run.previews
         return previews if previews is not None and previews.is_dir() else None
+
+    @property
+    def trials_root(self) -> Path | None:
+        trials = self.client.run.folder / TRIALS_DIR
+        return trials if trials.is_dir() else None
 
     @property
     def ending(self) -> RunEnding | None:

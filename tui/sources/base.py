@@ -146,6 +146,13 @@ class DashboardSource(Protocol):
         ...
 
     @property
+    def trials_root(self) -> Path | None:
+        """The run folder's `rollout_trials/`, where a rollout server leaves each finished
+        attempt's trajectory (`<root>/<rollout_id>/trajectory.json`, EVAL.md §8); None when
+        there is none to read."""
+        ...
+
+    @property
     def ending(self) -> RunEnding | None:
         """Once the work has ended: why, and how to go on; None until then."""
         ...

@@ -108,6 +108,11 @@ class LiveSource:
         folder = self.session.folder
         return None if folder is None else folder.previews_dir
 
+    @property
+    def trials_root(self) -> Path | None:
+        folder = self.session.folder
+        return None if folder is None else folder.trials_dir
+
     def progress(self) -> Progress:
         return self.session.progress()
 

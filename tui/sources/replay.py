@@ -32,6 +32,7 @@ from core.eval.results.folder import (
     METRICS_FILE,
     PREVIEWS_DIR,
     TRANSITIONS_FILE,
+    TRIALS_DIR,
 )
 from core.eval.results.manifest import work_item_count
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress, recorded_pass_threshold
@@ -174,7 +175,12 @@ class ReplaySource:
 
     def _fresh_state(self, started_at: float) -> ReplayState:
         """Nothing played yet, on a board whose time 0 is at `started_at`."""
-        return ReplayState(started_at=started_at, journal=self._journal, manual=self._manual)
+        return ReplayState(
+            started_at=started_at,
+            journal=self._journal,
+            manual=self._manual,
+            tokens_from_results=self.recording is None,
+        )
 
     # -- what the dashboard reads ----------------------------------------------------------
 
@@ -229,6 +235,13 @@ class ReplaySource:
         each rollout's last preview (the files stopped changing when the run ended)."""
         previews = self.folder / PREVIEWS_DIR
         return previews if previews.is_dir() else None
+
+    @property
+    def trials_root(self) -> Path | None:
+        """The recorded run's `rollout_trials/`: a finished rollout's conversation, in the
+        trajectory its server left, when it has no final sample with messages."""
+        trials = self.folder / TRIALS_DIR
+        return trials if trials.is_dir() else None
 
     @property
     def ending(self) -> RunEnding | None:

@@ -261,9 +261,10 @@ def _chips(
 
 
 def _model_totals(board: RolloutBoard, elapsed: float) -> Text:
-    """Tokens over every model call so far, per second of the run, and their cost when known."""
+    """Tokens over every model call so far (a replay of a run that recorded no call: what
+    its results say), per second of the run, and their cost when known."""
     totals = Text(no_wrap=True)
-    if not board.model_calls:
+    if not board.model_calls and not board.total_tokens:
         return totals
     tokens = board.total_tokens
     totals.append("tokens ", "dim")

@@ -58,6 +58,8 @@ def header(shown: Shown, wall_now: float) -> RenderableType:
         facts.append("live preview" + ("" if version is None else f" v{version}"))
         if transcript.updated_at is not None:
             facts.append(f"updated {duration(wall_now - transcript.updated_at.timestamp())} ago")
+    elif transcript.origin == "trajectory":
+        facts.append("trajectory the server left")
     else:
         facts.append("final sample")
     if transcript.status is not None:

@@ -17,12 +17,14 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from core.eval.results.trials import TRAJECTORY_FILE
 from core.rollout_record import RolloutRecord
 from core.transcript import (
     PREVIEW_MISSING,
     PreviewWatcher,
     Transcript,
     preview_path,
+    read_trajectory,
     transcript_of_sample,
 )
 from core.types import RolloutResultResponse
@@ -70,6 +72,7 @@ class TranscriptPanel(Vertical):
         self._drawn: tuple[Transcript | None] | None = None
         self._sample_of: RolloutResultResponse | None = None
         self._sample: Transcript | None = None
+        self._trajectory_read: Transcript | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="transcript-header")
@@ -91,7 +94,7 @@ class TranscriptPanel(Vertical):
 
     def _current(self) -> Shown:
         rollout_id = self.record.rollout_id
-        final = self._final_sample()
+        final = self._final_sample() or self._trajectory()
         if final is not None:
             return Shown(rollout_id, final)
         watcher = self._watcher()
@@ -119,6 +122,21 @@ class TranscriptPanel(Vertical):
                 else None
             )
         return self._sample
+
+    def _trajectory(self) -> Transcript | None:
+        """A finished rollout's conversation as its server left it in the run folder (the
+        official server's result carries no messages, and its last preview may lack the final
+        answer): looked for until found, then kept (the file no longer changes)."""
+        if self._trajectory_read is None and self.record.finished:
+            root = self.source.trials_root
+            path = (
+                None
+                if root is None
+                else preview_path(root, self.record.rollout_id, TRAJECTORY_FILE)
+            )
+            if path is not None:
+                self._trajectory_read = read_trajectory(path, root=root)
+        return self._trajectory_read
 
     def _watcher(self) -> PreviewWatcher | None:
         # A live run knows its preview root once it has opened its run folder.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,13 @@ class ServerState:
     restarts: int
     detail: str | None
     watched: bool
+    #: The run started it (the demo's, a workspace's): it stops with the run's process.
+    launched: bool = False
+
+    def orphaned(self) -> ServerState:
+        """As it is once the run's process is gone without a word: nobody watches it any
+        more, and one the run launched went with it (its lifeline, EVAL.md §5)."""
+        return replace(self, state="stopped" if self.launched else self.state, watched=False)
 
 
 def _progress(state: dict[str, Any]) -> Progress:
@@ -206,6 +213,7 @@ class ControlClient:
                 except ControlLost as exc:
                     if not self._detached:  # hanging up ourselves loses nothing
                         self.lost = str(exc)
+                        self.servers = [server.orphaned() for server in self.servers]
                     return
                 kind = message.get("type")
                 if kind in ("changes", "records", "end"):
@@ -238,6 +246,7 @@ class ControlClient:
                     restarts=int_of(server.get("restarts")) or 0,
                     detail=text_of(server.get("detail")),
                     watched=bool_of(server.get("watched")) is not False,
+                    launched=bool_of(server.get("launched")) is True,
                 )
                 for server in map(dict_of, list_of(state.get("servers")))
             ]

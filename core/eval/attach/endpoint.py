@@ -170,6 +170,7 @@ class ControlEndpoint:
                 "restarts": slot.restarts,
                 "detail": slot.last_error,
                 "watched": not over,
+                "launched": launched,
             }
             for slot in (pool.slots if pool is not None else ())
         ]

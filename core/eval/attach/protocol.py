@@ -46,9 +46,11 @@ latter null without live previews), `local_run_id`, `pid` (the run's process), `
 paths and commands are relative to it; added in version 1, a viewer may find it missing).
 
 STATE: `progress` (`core.eval.results.metrics.Progress`'s fields), `servers` (`url`, `state`,
-`restarts`, `detail`, `watched`), `model` (the board's `calls`, `tokens`, `cost_usd`),
-`dispatch` (DISPATCH). `dispatch` came after the others within version 1: it is additive, a
-viewer that does not know it ignores it, and one that finds none knows no dispatch.
+`restarts`, `detail`, `watched`, `launched`: the run started it, so it stops with the run's
+process), `model` (the board's `calls`, `tokens`, `cost_usd`), `dispatch` (DISPATCH).
+`dispatch` and `launched` came after the others within version 1: they are additive, a viewer
+that does not know them ignores them, one that finds no `dispatch` knows no dispatch, and one
+that finds no `launched` takes the server for one the run did not start.
 
 DISPATCH (`core.eval.dispatch_gate.DispatchState`): `paused`, `max_in_flight` (null until the
 servers are up), `in_flight` (work items), `manual` (rollouts sent by hand so far).

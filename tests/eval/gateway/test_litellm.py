@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,6 +19,8 @@ from core.eval.gateway.litellm_upstream import (
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstreams import preflight
 from core.eval.results.calls import ModelCall
+from core.eval.results.logs import RunLog
+from core.eval.session import run_logging
 from tests.eval.gateway.conftest import UPSTREAM_KEY
 from tests.eval.gateway.fake_upstream import Answer, FakeUpstream, completion, error
 from tests.eval.gateway.helpers import chat_body, closed_port, parse_sse, post_chat
@@ -151,3 +155,28 @@ async def test_preflight_through_litellm(fake: FakeUpstream, fake_url: str) -> N
     async with LiteLLMUpstream("no-provider-here") as up:
         with pytest.raises(PreflightError, match="provider/model"):
             await preflight(up)
+
+
+@needs_litellm
+async def test_litellms_info_lines_stay_out_of_stderr_and_the_log(
+    fake_url: str, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """A run's logging (what the headless front end runs under, `--verbose` streaming
+    logs.txt to stderr) keeps LiteLLM's chatter below WARNING out, a line or two per call,
+    from logs.txt and from the stderr handler LiteLLM adds to its own loggers; the run's own
+    lines still reach logs.txt."""
+    log = RunLog(tmp_path / "logs.txt")
+    with run_logging(log):
+        up = LiteLLMUpstream("openai/stub", api_base=fake_url, api_key=UPSTREAM_KEY)
+        async with up, ModelGateway(up) as gateway:
+            answer = await post_chat(client, gateway, chat_body())
+            # LiteLLM's own stderr handler hangs on these: nothing below WARNING reaches it.
+            for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+                assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
+                assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
+        logging.getLogger("core.eval.session").info("ours, still logged")
+    log.close()
+    assert answer.status_code == 200
+    logged = (tmp_path / "logs.txt").read_text()
+    assert "ours, still logged" in logged
+    assert "LiteLLM completion()" not in logged, logged

@@ -19,15 +19,17 @@ from core.eval.attach.client import ControlActionError, ControlClient
 from core.eval.attach.protocol import MAX_ACTION_IDS
 from core.eval.dispatch_gate import DispatchState
 from core.types import TERMINAL_STATUSES, RolloutStatus
+from server_stub.demo import STUCK_SLEEP_SEC, demo_rows
 from tests.eval.runs.command import RunningEval, start_eval
 from tests.eval.runs.files import multiply_rows, pending_items, read_jsonl, run_folder, write_jsonl
 from tests.eval.runs.servers import ServedDemo
 from tests.eval.runs.test_interrupt import cancel_on_server
 from tests.polling import eventually
-from tests.tui.helpers import SIZE, board_view, counts_view, until
+from tests.tui.helpers import SIZE, board_view, counts_view, text_of, until
 from tui.app import DashboardApp, create_app
 from tui.screens.dialogs import ConfirmScreen, QuitScreen
 from tui.sources.attached import AttachedSource
+from tui.widgets.summary import RunHeader
 
 FAST_ROWS = 4
 HINT = "to watch it on the dashboard: osmosis-tui attach {name}"
@@ -406,3 +408,50 @@ async def test_a_killed_run_leaves_a_stale_socket_that_its_next_run_replaces(
         if slow:
             cancel_on_server(demo_server, slow)  # the killed run's is still on the server
     assert not (folder / "control.sock").exists()
+
+
+def start_stuck_demo(tmp_path: Path, name: str) -> tuple[RunningEval, Path]:
+    """The zero-setup demo, headless, on its stuck rows only: its server is the run's own."""
+    rows = enumerate(demo_rows())
+    stuck = [str(n) for n, r in rows if r["metadata"].get("sleep") == STUCK_SLEEP_SEC]
+    run = start_eval("--headless", "--rows", ",".join(stuck), "--name", name, cwd=tmp_path)
+    return run, run_folder(tmp_path, name)
+
+
+@pytest.mark.parametrize("launched", [True, False], ids=["launched", "external"])
+async def test_a_killed_runs_servers_are_no_longer_shown_as_watched(
+    tmp_path: Path, demo_server: ServedDemo, launched: bool
+) -> None:
+    """Nobody watches a run's servers once its process is gone: the attached dashboard's dot
+    is hollow, and a server the run launched (it dies with the run) reads `stopped`."""
+    name = "killed"
+    if launched:
+        run, folder = start_stuck_demo(tmp_path, name)
+    else:
+        run, folder = start_run(tmp_path, demo_server, name, [30])
+    running: set[str] = set()
+    try:
+        await served(run, folder)
+        app = await dashboard(folder, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            header = app.query_one(RunHeader)
+            await until(pilot, lambda: in_flight(app), timeout=ATTACH_TIMEOUT_SEC)
+            running = in_flight(app)
+            await until(pilot, lambda: "● 127.0.0.1:" in text_of(header))
+            run.send_signal(signal.SIGKILL)
+            run.finish()
+            await until(pilot, lambda: app.end_banner.display, timeout=ATTACH_TIMEOUT_SEC)
+            await until(pilot, lambda: "○ 127.0.0.1:" in text_of(header))
+            shown = text_of(header)
+            assert "●" not in shown, shown
+            assert ("stopped" in shown) is launched, shown
+    finally:
+        if run.process.poll() is None:
+            run.send_signal(signal.SIGKILL)
+            run.finish()
+        if running and not launched:
+            cancel_on_server(demo_server, running)  # the killed run's is still on the server
+
+
+def in_flight(app: DashboardApp) -> set[str]:
+    return {r.rollout_id for r in app.board if r.status == RolloutStatus.RUNNING}

@@ -47,11 +47,12 @@ COLUMNS = (
     Column("total", "total", 8, "right", drop=2, dim=True),
     Column("reward", "reward", 7, "right", drop=5),
     Column("tokens", "tokens", 7, "right", drop=2),
-    # "model 3m05s": the longest a call can wait before it says hours.
-    Column("model", "model", 12, drop=3),
+    # "model 3m05s": the longest a call can wait before it says hours. The clearest sign of
+    # why a rollout is stuck (a call that does not answer): it stays longer than the error.
+    Column("model", "model", 12, drop=6),
     # The error's category is in the details, and the status is red already; a stuck or
     # untracked rollout says so only here: the flags stay longer.
-    Column("error", "error", 12, drop=6),
+    Column("error", "error", 12, drop=3),
     Column("flags", "flags", 10, drop=7),
 )
 # Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
