@@ -52,7 +52,7 @@ class LiveSource:
     def subtitle(self) -> str:
         plan = self.plan
         return (
-            f"model {plan.model_name} · dataset {plan.dataset_name} · rollout {plan.rollout_name}"
+            f"model {plan.model_label} · dataset {plan.dataset_name} · rollout {plan.rollout_label}"
         )
 
     @property
