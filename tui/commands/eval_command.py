@@ -125,7 +125,7 @@ def _confirmed(plan: EvalPlan, *, assume_yes: bool) -> bool:
         )
     rollouts = "rollout" if todo == 1 else "rollouts"
     print(
-        f"Send {todo} {rollouts} to model {plan.model_name}? [y/N] ",
+        f"Send {todo} {rollouts} to {plan.upstream.destination()}? [y/N] ",
         end="",
         file=sys.stderr,
         flush=True,
