@@ -27,6 +27,7 @@ from core.eval.servers.lifeline import guarded_command
 from core.eval.servers.uv_project import (
     TESTED_OSMOSIS_AI,
     find_uv,
+    fitting_interpreter,
     server_command,
     sync_command,
     uv_environment,
@@ -49,6 +50,9 @@ OUTPUT_CHUNK = 1 << 16
 # A server's /health may carry its instance in this header (the official launcher's bootstrap
 # adds it); else the body's `instance_id` says it.
 INSTANCE_HEADER = "x-osmosis-rollout-instance-id"
+
+# How uv begins the line that says why it failed.
+ERROR_PREFIX = "error:"
 
 # logs.txt steps, as the official tool names them.
 DEPS_STEP = "deps"
@@ -243,10 +247,29 @@ async def _sync(
     ) as sync:
         code = await sync.process.wait()
     if code != 0:
+        # uv says what failed in its `error:` line; what follows it is detail (a cause, the
+        # stderr of an interpreter it could not run), whose last line says little.
+        why = sync.first_error or sync.last_line
         raise LaunchError(
-            f"uv sync failed for rollouts/{rollout} with exit code {code}: {sync.last_line}; "
-            "its output is in logs.txt"
+            f"uv sync failed for rollouts/{rollout} with exit code {code}: {why}"
+            # Only when it found no Python to use: another one does not mend a dependency.
+            + (_interpreter_offer(rollout_dir, uv_env, rollout) if "interpreter" in why else "")
+            + "; its output is in logs.txt"
         )
+
+
+def _interpreter_offer(rollout_dir: Path, uv_env: Mapping[str, str], rollout: str) -> str:
+    """For a failed `uv sync`: an installed Python that fits the rollout, and how to use it
+    (uv keeps a `UV_PYTHON` the user set, and an environment once made); else nothing."""
+    found = fitting_interpreter(rollout_dir, uv_env)
+    if found is None or uv_env.get("UV_PYTHON") == found[1]:
+        return ""  # none fits, or uv was given that one and failed all the same
+    version, path = found
+    return (
+        f"; Python {version} at {path} fits its requires-python: run with UV_PYTHON={path}, "
+        f"or make its environment with it once: uv sync --project rollouts/{rollout} "
+        f"--python {path}"
+    )
 
 
 async def _check_osmosis_version(
@@ -296,6 +319,8 @@ class _Child:
     process: asyncio.subprocess.Process
     last_line: str = ""
     """The last non-empty line it printed, for an error message."""
+    first_error: str = ""
+    """Its first `error: ...` line without the prefix (uv's own account of a failure)."""
 
 
 @asynccontextmanager
@@ -337,6 +362,8 @@ async def _child(
     def line(text: str) -> None:
         if text.strip():
             child.last_line = text.strip()
+            if not child.first_error and text.startswith(ERROR_PREFIX):
+                child.first_error = text.removeprefix(ERROR_PREFIX).strip()
         on_line(text)
 
     pump = asyncio.create_task(_pump_output(process, line))
