@@ -60,7 +60,9 @@ SERVER_STEP = "server"
 OUTPUT_STEP = "rollout-server"
 
 LaunchLog = Callable[[str, str], None]
-"""Writes one line to the run's log: `(step, message)`."""
+"""Writes one line to the run's log: `(step, message)`. A launch's `stage` has the same shape:
+it says a step begins ("syncing rollout dependencies (multiply)"), as the official CLI narrates
+its steps, and writes it to the log too."""
 
 
 # Process groups (each led by a child started here) not yet stopped.
@@ -171,6 +173,7 @@ async def launched_rollout_server(
     api_key: str | None,
     port: int | None = None,
     feeds: Mapping[str, str] | None = None,
+    stage: LaunchLog | None = None,
 ) -> AsyncIterator[str]:
     """Sync the rollout's environment, start its entrypoint there on `port` (None: a free
     one), wait for its /health (sending `api_key` as the bearer, if any), yield its URL, and
@@ -180,8 +183,9 @@ async def launched_rollout_server(
     (PROTOCOL.md §8), pointing them at the run's receiver and previews folder.
 
     `notice` gets what the user should see besides the log (an osmosis-ai version other than
-    the tested one).
+    the tested one); `stage` each step as it begins (default: `log`).
     """
+    stage = stage or log
     rollout_dir, target = resolve_entrypoint(workspace, rollout, entrypoint)
     _refuse_owned_names(env, secret_values)
     uv = find_uv()
@@ -191,7 +195,7 @@ async def launched_rollout_server(
             "pyproject.toml; install uv (pip install uv) and retry"
         )
     uv_env = uv_environment(rollout_dir, os.environ)
-    await _sync(uv, rollout_dir, uv_env, rollout, log)
+    await _sync(uv, rollout_dir, uv_env, rollout, log=log, stage=stage)
     port = free_port() if port is None else port
     instance_id = secrets.token_hex(16)
     server_env = _server_environment(
@@ -212,10 +216,8 @@ async def launched_rollout_server(
     )
     try:
         command = server_command(uv, rollout_dir, target)
-        log(
-            SERVER_STEP,
-            f"starting rollout server ({entrypoint}) on port {port}: {' '.join(command)}",
-        )
+        log(SERVER_STEP, f"rollout server command: {' '.join(command)}")
+        stage(SERVER_STEP, f"starting rollout server ({entrypoint}) on port {port}")
         url = f"http://127.0.0.1:{port}"
         async with _child(
             command,
@@ -225,7 +227,7 @@ async def launched_rollout_server(
             log=log,
         ) as server:
             await _wait_healthy(server, http_client, url, instance_id, api_key)
-            log(SERVER_STEP, f"rollout server healthy on port {port}")
+            stage(SERVER_STEP, f"rollout server healthy on port {port}")
             await version_check  # bounded by its own timeout
             yield url
     finally:
@@ -233,11 +235,17 @@ async def launched_rollout_server(
 
 
 async def _sync(
-    uv: str, rollout_dir: Path, uv_env: Mapping[str, str], rollout: str, log: LaunchLog
+    uv: str,
+    rollout_dir: Path,
+    uv_env: Mapping[str, str],
+    rollout: str,
+    *,
+    log: LaunchLog,
+    stage: LaunchLog,
 ) -> None:
     """`uv sync`, its output logged under `deps`. No deadline: installing may take long, and
     an interrupt ends it."""
-    log(DEPS_STEP, f"syncing rollout dependencies ({rollout})")
+    stage(DEPS_STEP, f"syncing rollout dependencies ({rollout})")
     async with _child(
         sync_command(uv, rollout_dir),
         cwd=rollout_dir,
