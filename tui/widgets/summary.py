@@ -69,18 +69,21 @@ class RunHeader(Static):
         left.append("osmosis-tui ", "bold")
         left.append_text(plain(title, "bold"))
         left.append("  ")
+        for server in servers:
+            if server.state == "starting":
+                # Before any server is up: what the start-up does, and its latest output,
+                # before the description, which gives way to it in a narrow terminal.
+                left.append(f"{STARTING_DOT} ", "yellow")
+                left.append_text(plain(server.url))
+                if server.detail:
+                    left.append(": ", "dim")
+                    left.append_text(plain(server.detail[:STARTING_DETAIL_CELLS], "dim"))
+                left.append("  ")
         left.append_text(plain(subtitle, "dim"))
         right = Text("  ", no_wrap=True, overflow="ellipsis", justify="right")
         for server in servers:
             if server.state == "starting":
-                # Before any server is up: what the start-up does, and its latest output.
-                right.append(f"{STARTING_DOT} ", "yellow")
-                right.append_text(plain(server.url))
-                if server.detail:
-                    right.append(": ", "dim")
-                    right.append_text(plain(server.detail[:STARTING_DETAIL_CELLS], "dim"))
-                right.append("  ")
-                continue
+                continue  # said on the left
             dot, style = SERVER_DOTS.get(server.state, (UNWATCHED_DOT, "dim"))
             right.append(dot if server.watched else UNWATCHED_DOT, style)
             right.append(" ")
