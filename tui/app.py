@@ -392,8 +392,12 @@ class DashboardApp(App[None]):
 
     def report(self, message: str, *, severity: str = "information") -> None:
         """A toast and an event-log line (the message may hold untrusted text: never markup)."""
-        self.event_log.add(self.clock() - self.board.started_at, message)
+        self.log_event(message)
         self.notify(multi_line(message), severity=severity, markup=False)  # type: ignore[arg-type]
+
+    def log_event(self, message: str) -> None:
+        """An event-log line without a toast (a start-up step: the header shows it too)."""
+        self.event_log.add(self.clock() - self.board.started_at, message)
 
     # -- selection and details -------------------------------------------------------------
 

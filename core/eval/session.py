@@ -40,7 +40,7 @@ from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
 from core.eval.servers.fd_budget import DescriptorBudget, descriptor_budget
 from core.eval.servers.pool import AllServersDown, ServerPool
-from core.eval.startup import RunServices
+from core.eval.startup import RunServices, StartupStep
 from core.eval.steering import RunControl
 from core.eval.summary import EvalSummary
 from core.rollout_record import RequestOptions
@@ -63,7 +63,10 @@ class EvalSession:
         on_start: Callable[[str, int, int], None] | None = None,
         on_result: Callable[[ItemResult], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_step(message)` hears of each start-up step as it begins (uv sync, the server's
+        start, ...): what a front end shows while no rollout runs yet."""
         self.plan = plan
         self.redactor = Redactor(
             [plan.request.llm_api_key, plan.request.server_api_key, *plan.secrets.values()]
@@ -85,6 +88,7 @@ class EvalSession:
         self.on_start = on_start or (lambda _name, _todo, _done: None)
         self.on_result = on_result or (lambda _result: None)
         self.on_notice = on_notice or (lambda _message: None)
+        self.on_step = on_step
         self.folder: RunFolder | None = None
         self.total_to_run = 0
         #: The finished work items: those from before (a resume) and those of this run.
@@ -109,6 +113,12 @@ class EvalSession:
     def pool(self) -> ServerPool | None:
         """The run's servers, once they were all reached."""
         return None if self._services is None else self._services.pool
+
+    @property
+    def startup_step(self) -> StartupStep | None:
+        """The start-up step in progress and its latest output line; None before the start-up
+        and once the servers are up."""
+        return None if self._services is None else self._services.step
 
     @property
     def gateway(self) -> ModelGateway | None:
@@ -414,6 +424,7 @@ class EvalSession:
             mask=self._mask,
             notice=self.notice,
             tell=lambda message: self.on_notice(self.redactor.redact(message)),
+            on_step=self.on_step,
         )
         startup = asyncio.ensure_future(services.start(stack, folder))
         self._startup = startup

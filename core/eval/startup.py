@@ -14,6 +14,7 @@ import asyncio
 import secrets
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 
 import httpx
 
@@ -29,12 +30,24 @@ from core.eval.results.durable import make_folders
 from core.eval.results.folder import RunFolder
 from core.eval.results.logs import RunLog
 from core.eval.servers.embedded import demo_rollout_server
-from core.eval.servers.launcher import launched_rollout_server
+from core.eval.servers.launcher import DEPS_STEP, OUTPUT_STEP, launched_rollout_server
 from core.eval.servers.pool import ServerPool
 from core.eval.stopped_together import StoppedTogether
 from core.task_end import cancel_and_wait
 from core.transport import AiohttpTransport
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
+
+# The most of a child's latest output line kept for the front ends (the whole is in logs.txt).
+LATEST_LINE_CHARS = 200
+
+
+@dataclass(frozen=True)
+class StartupStep:
+    """What the start-up is doing now, for the front ends while nothing else moves: the step
+    ("syncing rollout dependencies (multiply)") and the latest line of its output, if any."""
+
+    doing: str
+    latest: str | None = None
 
 
 class RunServices:
@@ -51,9 +64,11 @@ class RunServices:
         mask: Callable[[list[str]], None],
         notice: Callable[[str], None],
         tell: Callable[[str], None],
+        on_step: Callable[[str], None] | None = None,
     ) -> None:
         """`redact` masks what the session knows to be secret; `mask` adds keys to it;
-        `notice` logs a problem and tells the front end, `tell` only tells it."""
+        `notice` logs a problem and tells the front end, `tell` only tells it; `on_step`
+        hears of each start-up step as it begins (redacted)."""
         self.plan = plan
         self._board = board
         self._log = log
@@ -64,10 +79,27 @@ class RunServices:
         self._tell = tell
         #: The servers' bearer: the user's, or one of the run's own for the demo's server.
         self.server_api_key = plan.request.server_api_key
+        self._on_step = on_step or (lambda _message: None)
         self.gateway: ModelGateway | None = None
         self.pool: ServerPool | None = None
         #: What points a server's feeds at this run (`_feeds`), once the receiver listens.
         self.feeds: dict[str, str] = {}
+        #: The start-up step in progress; None before the first and once the servers are up.
+        self.step: StartupStep | None = None
+
+    def _stage(self, message: str, *, step: str = "run") -> None:
+        """A start-up step begins: in logs.txt under `step`, and told to the front end."""
+        self._log.write(message, step=step)
+        self.step = StartupStep(self._redact(message))
+        self._on_step(self.step.doing)
+
+    def _launch_log(self, step: str, line: str) -> None:
+        """A line of the launch: in logs.txt; the children's output is also the step's latest
+        line (cut: a long line is in the log whole)."""
+        self._log.write(line, step=step)
+        current, text = self.step, line.strip()
+        if current is not None and text and step in (DEPS_STEP, OUTPUT_STEP):
+            self.step = StartupStep(current.doing, self._redact(text)[:LATEST_LINE_CHARS])
 
     async def start(
         self, stack: AsyncExitStack, folder: RunFolder
@@ -94,6 +126,7 @@ class RunServices:
         checked = asyncio.ensure_future(self._preflight(upstream))
         launch: asyncio.Future[tuple[str, ...]] | None = None
         try:
+            self._stage("starting the model gateway", step="listener")
             gateway = await self._start_gateway(started, upstream, forwarded)
             self.feeds = self._feeds(events, folder)
             launch = asyncio.ensure_future(self._servers(started, folder, http, self.feeds))
@@ -113,6 +146,7 @@ class RunServices:
             on_event=lambda slot, event: self._tell(f"server {slot.url} {event}"),
         )
         self.pool = pool
+        self.step = None  # the servers are there to show
         stack.push_async_callback(pool.aclose)
         await pool.probe_all()
         return gateway, pool
@@ -150,7 +184,7 @@ class RunServices:
     async def _preflight(self, upstream: ChatUpstream) -> None:
         """One call to the run's model. Raises `PreflightError` when it cannot be used (the
         run stops before any rollout); a passing problem, such as a rate limit, is a notice."""
-        self._log.write(f"model: {self.plan.upstream.describe()}; preflight call", step="preflight")
+        self._stage(f"model: {self.plan.upstream.describe()}; preflight call", step="preflight")
         warning = await preflight(upstream)  # logged by preflight itself
         if warning is not None:
             self._tell(warning)
@@ -201,6 +235,7 @@ class RunServices:
             # process could otherwise cancel the run's rollouts. Masked like every key.
             key = self.server_api_key = secrets.token_urlsafe(32)
             self._mask([key])
+            self._stage("starting the demo rollout server", step="listener")
             url = await stack.enter_async_context(
                 demo_rollout_server(
                     otlp_endpoint=feeds[OTLP_ENDPOINT_ENV],
@@ -221,7 +256,8 @@ class RunServices:
                 # Gathered (file, then environment) and checked when the plan was made.
                 secret_values=plan.secrets,
                 artifact_root=folder.trials_dir,
-                log=lambda step, line: log.write(line, step=step),
+                log=self._launch_log,
+                stage=lambda step, message: self._stage(message, step=step),
                 notice=self._notice,
                 http_client=http,
                 api_key=request.server_api_key,
@@ -232,4 +268,4 @@ class RunServices:
         return (url,)
 
 
-__all__ = ["RunServices"]
+__all__ = ["RunServices", "StartupStep"]

@@ -32,7 +32,11 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
         # Notices come once the app runs, by which time `app` below exists.
         app.call_later(app.report, message, severity="warning")
 
-    source = LiveSource(plan, rerun=rerun, on_notice=notice)
+    def step(message: str) -> None:
+        # In the event log only: the header shows the step in progress.
+        app.call_later(app.log_event, message)
+
+    source = LiveSource(plan, rerun=rerun, on_notice=notice, on_step=step)
     source.session.claim_name()  # a name in use is refused before the dashboard opens
     app = create_app(source, export_dir=plan.request.output)
     with settled_for_a_run():

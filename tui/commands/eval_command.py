@@ -52,6 +52,7 @@ def run_eval(args: argparse.Namespace) -> int:
         server_api_key=server_key,
         dataset_file=args.dataset_file,
         chat_url=args.chat_url,
+        chat_model=args.chat_model,
         llm_api_key=os.environ.get(LLM_API_KEY_ENV) or None,
         listener_port=args.listener_port,
         advertise_url=args.advertise_url,
@@ -124,7 +125,7 @@ def _confirmed(plan: EvalPlan, *, assume_yes: bool) -> bool:
         )
     rollouts = "rollout" if todo == 1 else "rollouts"
     print(
-        f"Send {todo} {rollouts} to model {plan.model_name}? [y/N] ",
+        f"Send {todo} {rollouts} to {plan.upstream.destination()}? [y/N] ",
         end="",
         file=sys.stderr,
         flush=True,

@@ -138,6 +138,12 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         "model_path through LiteLLM)",
     )
     ours.add_argument(
+        "--chat-model",
+        metavar="NAME",
+        help="the model name the --chat-url server is asked for, sent as given "
+        "(default: the config's model_path without its provider prefix, else osmosis-stub)",
+    )
+    ours.add_argument(
         "--limit",
         type=positive_int,
         help="the first N selected rows (default: evaluation.limit unless --rows, else every row)",
@@ -191,6 +197,7 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
 def eval_flag_problems(args: argparse.Namespace) -> list[InputProblem]:
     """What is wrong with the flags themselves, reported with the other input problems."""
     from core.eval.errors import InputProblem
+    from core.eval.gateway.upstream_choice import STUB
 
     problems: list[InputProblem] = []
 
@@ -208,6 +215,14 @@ def eval_flag_problems(args: argparse.Namespace) -> list[InputProblem]:
             "opens a Platform-managed tunnel, which osmosis-tui never uses (for a tunnel of "
             f"your own: --listener-port and --advertise-url); {UPLOAD_COMPATIBLE}",
         )
+    if args.chat_model is not None and args.chat_url in (None, STUB):
+        problem(
+            "--chat-model",
+            "names the model a --chat-url server is asked for: give --chat-url URL too "
+            "(without it the model is the stub, or the config's model_path through LiteLLM)",
+        )
+    if args.chat_model is not None and not args.chat_model.strip():
+        problem("--chat-model", "is empty: give the name the --chat-url server knows the model by")
     if args.fresh and args.retry_failed:
         problem("--fresh", "starts over, and --retry-failed resumes: pick one")
     if args.config is None and not args.server and args.dataset_file is not None:
@@ -228,6 +243,7 @@ def rerun_command(args: argparse.Namespace) -> str:
         ("--dataset-file", args.dataset_file),
         ("--secrets-file", args.secrets_file),
         ("--chat-url", args.chat_url),
+        ("--chat-model", args.chat_model),
         ("--rows", args.rows),
         ("--limit", args.limit),
         ("--n", args.n),

@@ -26,13 +26,21 @@ class LiveSource:
     ends, the run ends its own way (`close`), with its results written."""
 
     def __init__(
-        self, plan: EvalPlan, *, rerun: str, on_notice: Callable[[str], None] | None = None
+        self,
+        plan: EvalPlan,
+        *,
+        rerun: str,
+        on_notice: Callable[[str], None] | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> None:
         """`rerun` is the command that repeats the run's inputs (for the resume hints);
-        `on_notice(message)` hears of the session's notices (a server went down, ...)."""
+        `on_notice(message)` hears of the session's notices (a server went down, ...), and
+        `on_step(message)` of each start-up step as it begins."""
         self.plan = plan
         self.rerun_command = rerun
-        self.session = EvalSession(plan, on_start=self._started, on_notice=on_notice)
+        self.session = EvalSession(
+            plan, on_start=self._started, on_notice=on_notice, on_step=on_step
+        )
         #: Where other dashboards attach to the run (`osmosis-tui attach`).
         self.endpoint = ControlEndpoint(self.session, rerun=rerun)
         self.board = self.session.board
@@ -53,7 +61,7 @@ class LiveSource:
     def subtitle(self) -> str:
         plan = self.plan
         return (
-            f"model {plan.model_name} · dataset {plan.dataset_name} · rollout {plan.rollout_name}"
+            f"model {plan.model_label} · dataset {plan.dataset_name} · rollout {plan.rollout_label}"
         )
 
     @property
@@ -125,7 +133,13 @@ class LiveSource:
         pool = self.session.pool
         ended = self.ended
         if pool is None:
-            return [] if ended else [ServerView("starting…", "starting")]
+            if ended:
+                return []
+            # While the servers start: the step in progress, and its latest output line.
+            step = self.session.startup_step
+            if step is None:
+                return [ServerView("starting…", "starting")]
+            return [ServerView(step.doing, "starting", detail=step.latest)]
         launched = self.plan.mode != "servers"
         return [
             ServerView(

@@ -25,6 +25,10 @@ SERVER_DOTS = {"accepting": ("●", "green"), "draining": ("●", "yellow"), "do
 #: A server nobody watches any more (the run is over) has a hollow dot: its last state's
 #: colour, or none for one the run stopped itself.
 UNWATCHED_DOT = "○"
+#: The start-up step in progress (uv sync, the server's start), before any server is up.
+STARTING_DOT = "◌"
+#: The most of the step's latest output line the header shows: the run's name keeps room.
+STARTING_DETAIL_CELLS = 60
 SPARK = "▁▂▃▄▅▆▇█"
 #: The sparkline's bar: work items finished per this many seconds of the app's clock.
 THROUGHPUT_WINDOW_SEC = 5.0
@@ -65,9 +69,21 @@ class RunHeader(Static):
         left.append("osmosis-tui ", "bold")
         left.append_text(plain(title, "bold"))
         left.append("  ")
+        for server in servers:
+            if server.state == "starting":
+                # Before any server is up: what the start-up does, and its latest output,
+                # before the description, which gives way to it in a narrow terminal.
+                left.append(f"{STARTING_DOT} ", "yellow")
+                left.append_text(plain(server.url))
+                if server.detail:
+                    left.append(": ", "dim")
+                    left.append_text(plain(server.detail[:STARTING_DETAIL_CELLS], "dim"))
+                left.append("  ")
         left.append_text(plain(subtitle, "dim"))
         right = Text("  ", no_wrap=True, overflow="ellipsis", justify="right")
         for server in servers:
+            if server.state == "starting":
+                continue  # said on the left
             dot, style = SERVER_DOTS.get(server.state, (UNWATCHED_DOT, "dim"))
             right.append(dot if server.watched else UNWATCHED_DOT, style)
             right.append(" ")

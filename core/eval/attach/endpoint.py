@@ -145,9 +145,9 @@ class ControlEndpoint:
         previews = folder.previews_dir if folder is not None else None
         return {
             "name": plan.run_name,
-            "model": plan.model_name,
+            "model": plan.model_label,
             "dataset": plan.dataset_name,
-            "rollout": plan.rollout_name,
+            "rollout": plan.rollout_label,
             "folder": str(folder.path.absolute()) if folder is not None else None,
             "previews": str(previews.absolute()) if previews is not None else None,
             "local_run_id": folder.local_run_id if folder is not None else None,

@@ -40,7 +40,8 @@ rollout that is no work item in flight, a limit before the servers are up) is an
 `"ok": false` with the reason; so is a `cancel` or `untrack` naming more than `MAX_ACTION_IDS`
 ids (an attached dashboard names one rollout an action).
 
-IDENTITY: `name`, `model`, `dataset`, `rollout`, `folder` and `previews` (absolute paths, the
+IDENTITY: `name`, `model`, `dataset`, `rollout` (the model and rollout as the run's header
+names them: where they are, when that is a URL), `folder` and `previews` (absolute paths, the
 latter null without live previews), `local_run_id`, `pid` (the run's process), `created_at`
 (the manifest's: ISO 8601 UTC), `cwd` (the run's working directory, absolute: its ENDING's
 paths and commands are relative to it; added in version 1, a viewer may find it missing).

@@ -2,7 +2,8 @@
 
 - the stub model: the demo, a `--server` run without a config, and `--chat-url stub`;
 - `--chat-url URL`: any OpenAI-compatible server, its key from `ROLLOUT_LLM_API_KEY`, `model`
-  the config's `model_path` (without its provider prefix), else the stub's name;
+  the `--chat-model` name as given, else the config's `model_path` (without its provider
+  prefix), else the stub's name;
 - the config's `model_path` through LiteLLM, when neither is given and the
   `osmosis-tui[litellm]` extra is installed.
 
@@ -24,7 +25,7 @@ from core.eval.gateway.litellm_upstream import (
     litellm_available,
     unavailable_message,
 )
-from core.eval.gateway.upstreams import ChatUpstream, OpenAICompatibleUpstream
+from core.eval.gateway.upstreams import ChatUpstream, OpenAICompatibleUpstream, model_name
 
 #: `--chat-url stub`: the stub model, started in-process as in the demo.
 STUB = "stub"
@@ -42,26 +43,50 @@ class UpstreamChoice:
     model_path: str
     base_url: str | None = None
     """The `--chat-url` of a `url` upstream."""
+    chat_model: str | None = None
+    """`--chat-model`: the name a `url` upstream is asked for, sent as given (a server's own
+    names may hold a slash, `meta-llama/Llama-3.1-8B`, which is no provider prefix)."""
+
+    @property
+    def sent_model(self) -> str:
+        """The `model` the upstream's requests name."""
+        if self.kind == "url":
+            return self.chat_model or model_name(self.model_path)
+        return self.model_path
+
+    def label(self) -> str:
+        """The model as a person knows it: its name, and where it is asked when that is a
+        URL of the user's (the config's model_path is not what such a server is asked for)."""
+        if self.kind == "url":
+            return f"{self.sent_model} at {self.base_url}"
+        return self.model_path
+
+    def destination(self) -> str:
+        """Where the rollouts' model calls go, for a question asked before they do."""
+        return "the stub model" if self.kind == "stub" else f"model {self.label()}"
 
     def describe(self) -> str:
         """For the log: which model, and how it is reached (never a key)."""
         if self.kind == "stub":
             return "the stub model (in-process)"
         if self.kind == "url":
-            return f"{self.model_path!r} at {self.base_url}"
+            return f"{self.sent_model!r} at {self.base_url}"
         return f"{self.model_path!r} through LiteLLM"
 
 
-def choose_upstream(chat_url: str | None, model_path: str | None) -> UpstreamChoice:
-    """The upstream for `--chat-url` (None when not given) and the config's `model_path`
-    (None without a config). `ValueError` says what is wrong, naming the flag."""
+def choose_upstream(
+    chat_url: str | None, model_path: str | None, chat_model: str | None = None
+) -> UpstreamChoice:
+    """The upstream for `--chat-url` (None when not given), the config's `model_path` (None
+    without a config) and `--chat-model` (None when not given; only with a URL, which the
+    flags' own check sees to). `ValueError` says what is wrong, naming the flag."""
     if chat_url is not None:
         if chat_url == STUB:
             return UpstreamChoice("stub", STUB_MODEL)
         parts = urlsplit(chat_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"expected an http:// or https:// URL (or {STUB!r}), got {chat_url!r}")
-        return UpstreamChoice("url", model_path or STUB_MODEL, chat_url)
+        return UpstreamChoice("url", model_path or chat_model or STUB_MODEL, chat_url, chat_model)
     if model_path is None:
         return UpstreamChoice("stub", STUB_MODEL)
     if not litellm_available():
@@ -95,7 +120,10 @@ async def opened_upstream(
             assert choice.base_url is not None
             upstream = await stack.enter_async_context(
                 OpenAICompatibleUpstream(
-                    choice.base_url, model_path=choice.model_path, api_key=api_key
+                    choice.base_url,
+                    model_path=choice.model_path,
+                    model=choice.sent_model,
+                    api_key=api_key,
                 )
             )
         else:

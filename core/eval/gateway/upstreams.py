@@ -198,6 +198,7 @@ class OpenAICompatibleUpstream(AsyncClosing):
         base_url: str,
         *,
         model_path: str,
+        model: str | None = None,
         api_key: str | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
@@ -206,7 +207,8 @@ class OpenAICompatibleUpstream(AsyncClosing):
             raise ValueError("max_retries must be at least 0")
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model_path = model_path
-        self._model = model_name(model_path)
+        # What its requests name: `model` as given, else `model_path` without its provider.
+        self._model = model or model_name(model_path)
         self._api_key = api_key or None
         # One connection per call in flight: rollouts, not this pool, bound concurrency.
         # (httpx's own pool rescans every connection on each request: with 64 calls in flight

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from core.eval.errors import EvalError, InputError, InputProblem
-from core.eval.gateway.upstream_choice import STUB_MODEL, UpstreamChoice, choose_upstream
+from core.eval.gateway.upstream_choice import UpstreamChoice, choose_upstream
 from core.eval.plan.config import EvalConfig, load_config, workspace_root
 from core.eval.plan.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
 from core.eval.plan.secret_values import STDIN, available_values, read_secrets_file
@@ -38,7 +38,9 @@ from core.eval.servers.launcher import LaunchError, resolve_entrypoint
 
 DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
-# The manifest's rollout entrypoint for servers given by URL alone: their code is not here.
+# The manifest's rollout name and entrypoint for servers given by URL alone (no config says
+# which rollout they run): their code is not here, and nothing else is known of it.
+EXTERNAL_ROLLOUT = "external"
 EXTERNAL_ENTRYPOINT = "external"
 ServerMode = Literal["servers", "workspace", "embedded"]
 DatasetSource = Literal["explicit", "workspace", "bundled"]
@@ -57,6 +59,8 @@ class EvalRequest:
     dataset_file: Path | None = None
     chat_url: str | None = None
     """`--chat-url`: an OpenAI-compatible base URL, or "stub"."""
+    chat_model: str | None = None
+    """`--chat-model`: the model name the `--chat-url` server is asked for, as given."""
     llm_api_key: str | None = field(default=None, repr=False)
     """The `--chat-url` server's key (`ROLLOUT_LLM_API_KEY`); never sent to a rollout."""
     listener_port: int | None = None
@@ -113,6 +117,21 @@ class EvalPlan:
     """The workspace root (absolute), when there is a config."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """The values of the config's `[secrets]` names; never written anywhere."""
+
+    @property
+    def model_label(self) -> str:
+        """The model as the front ends name it: what is asked, and where when that is a URL."""
+        return self.upstream.label()
+
+    @property
+    def rollout_label(self) -> str:
+        """The rollout as the front ends name it: with servers given by URL alone, where it
+        runs (its name says only that it is none of ours)."""
+        if self.config is not None or self.mode != "servers":
+            return self.rollout_name
+        servers = self.request.servers
+        where = servers[0] if len(servers) == 1 else f"{len(servers)} servers"
+        return f"{self.rollout_name} at {where}"
 
 
 def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ()) -> EvalPlan:
@@ -243,7 +262,9 @@ def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
             problems.append(InputProblem("--name", None, None, str(exc)))
     upstream: UpstreamChoice | None = None
     try:
-        upstream = choose_upstream(request.chat_url, config.model_path if config else None)
+        upstream = choose_upstream(
+            request.chat_url, config.model_path if config else None, request.chat_model
+        )
     except ValueError as exc:
         problems.append(InputProblem("--chat-url", None, None, str(exc)))
     rows_spec = request.rows
@@ -314,10 +335,15 @@ def _names(request: EvalRequest, read: _Inputs) -> _Names:
         dataset = config.dataset
     else:
         dataset = read.dataset_path.stem if read.mode == "servers" else DEMO_DATASET_NAME
+    if config is not None:
+        rollout = config.rollout
+    else:
+        rollout = EXTERNAL_ROLLOUT if read.mode == "servers" else DEMO_DATASET_NAME
     return _Names(
         dataset=dataset,
-        model=config.model_path if config else STUB_MODEL,
-        rollout=config.rollout if config else DEMO_DATASET_NAME,
+        # Without a config: the name the model is asked for (`--chat-model`, else the stub's).
+        model=config.model_path if config else read.upstream.model_path,
+        rollout=rollout,
         stem=request.config_path.stem if request.config_path else dataset,
     )
 

@@ -27,6 +27,7 @@ from core.eval.servers.lifeline import guarded_command
 from core.eval.servers.uv_project import (
     TESTED_OSMOSIS_AI,
     find_uv,
+    fitting_interpreter,
     server_command,
     sync_command,
     uv_environment,
@@ -53,13 +54,18 @@ OUTPUT_CHUNK = 1 << 16
 # adds it); else the body's `instance_id` says it.
 INSTANCE_HEADER = "x-osmosis-rollout-instance-id"
 
+# How uv begins the line that says why it failed.
+ERROR_PREFIX = "error:"
+
 # logs.txt steps, as the official tool names them.
 DEPS_STEP = "deps"
 SERVER_STEP = "server"
 OUTPUT_STEP = "rollout-server"
 
 LaunchLog = Callable[[str, str], None]
-"""Writes one line to the run's log: `(step, message)`."""
+"""Writes one line to the run's log: `(step, message)`. A launch's `stage` has the same shape:
+it says a step begins ("syncing rollout dependencies (multiply)"), as the official CLI narrates
+its steps, and writes it to the log too."""
 
 
 # Process groups (each led by a child started here) not yet stopped.
@@ -170,6 +176,7 @@ async def launched_rollout_server(
     api_key: str | None,
     port: int | None = None,
     feeds: Mapping[str, str] | None = None,
+    stage: LaunchLog | None = None,
 ) -> AsyncIterator[str]:
     """Sync the rollout's environment, start its entrypoint there on `port` (None: a free
     one), wait for its /health (sending `api_key` as the bearer, if any), yield its URL, and
@@ -179,8 +186,9 @@ async def launched_rollout_server(
     (PROTOCOL.md §8), pointing them at the run's receiver and previews folder.
 
     `notice` gets what the user should see besides the log (an osmosis-ai version other than
-    the tested one).
+    the tested one); `stage` each step as it begins (default: `log`).
     """
+    stage = stage or log
     rollout_dir, target = resolve_entrypoint(workspace, rollout, entrypoint)
     _refuse_owned_names(env, secret_values)
     uv = find_uv()
@@ -190,7 +198,7 @@ async def launched_rollout_server(
             "pyproject.toml; install uv (pip install uv) and retry"
         )
     uv_env = uv_environment(rollout_dir, os.environ)
-    await _sync(uv, rollout_dir, uv_env, rollout, log)
+    await _sync(uv, rollout_dir, uv_env, rollout, log=log, stage=stage)
     port = free_port() if port is None else port
     instance_id = secrets.token_hex(16)
     server_env = _server_environment(
@@ -211,10 +219,8 @@ async def launched_rollout_server(
     )
     try:
         command = server_command(uv, rollout_dir, target)
-        log(
-            SERVER_STEP,
-            f"starting rollout server ({entrypoint}) on port {port}: {' '.join(command)}",
-        )
+        log(SERVER_STEP, f"rollout server command: {' '.join(command)}")
+        stage(SERVER_STEP, f"starting rollout server ({entrypoint}) on port {port}")
         url = f"http://127.0.0.1:{port}"
         async with _child(
             command,
@@ -224,7 +230,7 @@ async def launched_rollout_server(
             log=log,
         ) as server:
             await _wait_healthy(server, http_client, url, instance_id, api_key)
-            log(SERVER_STEP, f"rollout server healthy on port {port}")
+            stage(SERVER_STEP, f"rollout server healthy on port {port}")
             await version_check  # bounded by its own timeout
             yield url
     finally:
@@ -232,11 +238,17 @@ async def launched_rollout_server(
 
 
 async def _sync(
-    uv: str, rollout_dir: Path, uv_env: Mapping[str, str], rollout: str, log: LaunchLog
+    uv: str,
+    rollout_dir: Path,
+    uv_env: Mapping[str, str],
+    rollout: str,
+    *,
+    log: LaunchLog,
+    stage: LaunchLog,
 ) -> None:
     """`uv sync`, its output logged under `deps`. No deadline: installing may take long, and
     an interrupt ends it."""
-    log(DEPS_STEP, f"syncing rollout dependencies ({rollout})")
+    stage(DEPS_STEP, f"syncing rollout dependencies ({rollout})")
     async with _child(
         sync_command(uv, rollout_dir),
         cwd=rollout_dir,
@@ -246,10 +258,29 @@ async def _sync(
     ) as sync:
         code = await sync.process.wait()
     if code != 0:
+        # uv says what failed in its `error:` line; what follows it is detail (a cause, the
+        # stderr of an interpreter it could not run), whose last line says little.
+        why = sync.first_error or sync.last_line
         raise LaunchError(
-            f"uv sync failed for rollouts/{rollout} with exit code {code}: {sync.last_line}; "
-            "its output is in logs.txt"
+            f"uv sync failed for rollouts/{rollout} with exit code {code}: {why}"
+            # Only when it found no Python to use: another one does not mend a dependency.
+            + (_interpreter_offer(rollout_dir, uv_env, rollout) if "interpreter" in why else "")
+            + "; its output is in logs.txt"
         )
+
+
+def _interpreter_offer(rollout_dir: Path, uv_env: Mapping[str, str], rollout: str) -> str:
+    """For a failed `uv sync`: an installed Python that fits the rollout, and how to use it
+    (uv keeps a `UV_PYTHON` the user set, and an environment once made); else nothing."""
+    found = fitting_interpreter(rollout_dir, uv_env)
+    if found is None or uv_env.get("UV_PYTHON") == found[1]:
+        return ""  # none fits, or uv was given that one and failed all the same
+    version, path = found
+    return (
+        f"; Python {version} at {path} fits its requires-python: run with UV_PYTHON={path}, "
+        f"or make its environment with it once: uv sync --project rollouts/{rollout} "
+        f"--python {path}"
+    )
 
 
 async def _check_osmosis_version(
@@ -299,6 +330,8 @@ class _Child:
     process: asyncio.subprocess.Process
     last_line: str = ""
     """The last non-empty line it printed, for an error message."""
+    first_error: str = ""
+    """Its first `error: ...` line without the prefix (uv's own account of a failure)."""
 
 
 @asynccontextmanager
@@ -340,6 +373,8 @@ async def _child(
     def line(text: str) -> None:
         if text.strip():
             child.last_line = text.strip()
+            if not child.first_error and text.startswith(ERROR_PREFIX):
+                child.first_error = text.removeprefix(ERROR_PREFIX).strip()
         on_line(text)
 
     pump = asyncio.create_task(_pump_output(process, line))

@@ -5,6 +5,7 @@ its entrypoint there. The launcher runs them; nothing here starts a process.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import sys
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from core.eval.errors import InputError
 from core.eval.plan.toml_source import parse_toml
@@ -95,19 +97,57 @@ def _pins_python(rollout_dir: Path) -> bool:
 def _fits_this_python(pyproject: Path) -> bool:
     """Whether this interpreter satisfies `project.requires-python` (none: any does). A file
     that cannot be read says nothing; `uv sync` reports what is wrong with it."""
+    wanted = requires_python(pyproject)
+    return wanted is not None and wanted.contains(platform.python_version(), prereleases=True)
+
+
+def requires_python(pyproject: Path) -> SpecifierSet | None:
+    """`project.requires-python` (an empty set when there is none); None when the file or
+    the specifier cannot be read."""
     try:
         document = parse_toml(pyproject.read_text(encoding="utf-8"), str(pyproject))
         project = document.get("project", {})
         wanted = project.get("requires-python") if isinstance(project, dict) else None
-        specifiers = SpecifierSet(wanted if isinstance(wanted, str) else "")
+        return SpecifierSet(wanted if isinstance(wanted, str) else "")
     except (OSError, UnicodeDecodeError, InputError, InvalidSpecifier):
-        return False
-    return specifiers.contains(platform.python_version(), prereleases=True)
+        return None
+
+
+def fitting_interpreter(
+    rollout_dir: Path, inherited: Mapping[str, str]
+) -> tuple[Version, str] | None:
+    """An installed Python that satisfies the rollout's `requires-python`, the newest one, as
+    `(version, path)`, for a `uv sync` that found none: this interpreter, or one of pyenv's
+    (`$PYENV_ROOT/versions/<version>/`), which uv does not find when pyenv's shims only run
+    the versions pyenv was told to (the shims fail, and uv passes them over).
+
+    Read from the file system only: pyenv names a CPython's folder by its version."""
+    wanted = requires_python(rollout_dir / "pyproject.toml")
+    if wanted is None:
+        return None
+    found = [(Version(platform.python_version()), sys.executable)]
+    pyenv = Path(inherited.get("PYENV_ROOT") or Path(inherited.get("HOME", "~")) / ".pyenv")
+    try:
+        folders = sorted(pyenv.expanduser().joinpath("versions").iterdir())
+    except OSError:
+        folders = []
+    for folder in folders:
+        python = folder / "bin" / "python3"
+        try:
+            version = Version(folder.name)
+        except InvalidVersion:
+            continue  # not a CPython by its version (a conda, a virtualenv)
+        if python.is_file() and os.access(python, os.X_OK):
+            found.append((version, str(python)))
+    fitting = [(version, path) for version, path in found if wanted.contains(version, True)]
+    return max(fitting, default=None)
 
 
 __all__ = [
     "TESTED_OSMOSIS_AI",
     "find_uv",
+    "fitting_interpreter",
+    "requires_python",
     "server_command",
     "sync_command",
     "uv_environment",

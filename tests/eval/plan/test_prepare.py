@@ -1,9 +1,11 @@
-"""The plan's work items (EVAL.md §7): rows × n, bounded before anything is built."""
+"""The plan's work items (EVAL.md §7): rows × n, bounded before anything is built; and what
+the plan calls its model and rollout."""
 
 from __future__ import annotations
 
 import json
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,14 @@ def test_the_limit_is_on_rows_times_n(tmp_path: Path, monkeypatch: pytest.Monkey
         "select fewer rows (--rows, --limit)"
     )
     assert len(prepare(request(tmp_path, 11, limit=10)).items) == 10
+
+
+def test_servers_given_by_url_are_labelled_by_what_is_known(tmp_path: Path) -> None:
+    """No config says which rollout they run nor which model: the rollout is "external" where
+    it runs, the model the name asked for where it is asked."""
+    chat_url = "http://10.0.0.5:8000/v1"
+    plan = prepare(replace(request(tmp_path, 1), chat_url=chat_url, chat_model="gpt-4o"))
+    assert (plan.rollout_name, plan.model_name) == ("external", "gpt-4o")
+    assert plan.rollout_label == "external at http://127.0.0.1:9"
+    assert plan.model_label == f"gpt-4o at {chat_url}"
+    assert plan.upstream.destination() == f"model gpt-4o at {chat_url}"

@@ -19,7 +19,8 @@ from tests.eval.runs.files import envelope
 from tests.eval.runs.servers import ServedDemo, threaded_server
 
 CONFIG = "configs/eval/multiply.toml"
-QUESTION = "Send 6 rollouts to model openai/gpt-5-mini? [y/N] "
+# With --chat-url, the rollouts go to that server, asked for the config's model by its name.
+QUESTION = "Send 6 rollouts to model gpt-5-mini at {chat_url}? [y/N] "
 
 
 def on_a_terminal(*args: str, cwd: Path, typed: bytes = b"") -> subprocess.CompletedProcess[str]:
@@ -67,7 +68,7 @@ def test_declining_on_a_terminal_starts_nothing(workspace: Path, demo_server: Se
             CONFIG, "--server", demo_server.url, *flags, cwd=workspace, typed=b"n\n"
         )
     assert result.returncode == 0, result.stderr
-    assert QUESTION in result.stderr
+    assert QUESTION.format(chat_url=flags[1]) in result.stderr
     assert "not started; nothing was written" in result.stderr
     assert result.stdout == ""
     assert model.requests == [], "not even the preflight"
@@ -80,7 +81,7 @@ def test_yes_on_a_terminal_runs(workspace: Path, demo_server: ServedDemo) -> Non
             CONFIG, "--server", demo_server.url, *flags, "--json", cwd=workspace, typed=b"y\n"
         )
     assert result.returncode == 0, result.stderr
-    assert QUESTION in result.stderr
+    assert QUESTION.format(chat_url=flags[1]) in result.stderr
     assert envelope(result.stdout)["resource"]["succeeded"] == 6
     assert len(model.requests) == 1 + 6  # the preflight, then a call per rollout
 

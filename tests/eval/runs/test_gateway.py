@@ -14,7 +14,7 @@ from core.eval.servers.launcher import free_port
 from core.serving.loopback import serve_in_loop
 from tests.eval.gateway.fake_upstream import FakeUpstream
 from tests.eval.runs.command import child_env, run_eval
-from tests.eval.runs.files import read_jsonl, run_folder, summary_of
+from tests.eval.runs.files import multiply_rows, read_jsonl, run_folder, summary_of, write_jsonl
 from tests.eval.runs.servers import ServedDemo, threaded_server
 from tui.cli import main
 
@@ -73,6 +73,41 @@ def test_chat_url_calls_that_server_with_the_configs_model_and_the_key(
         if path.is_file():  # every file; the folders (rollout_trials/, ...) hold no text
             assert UPSTREAM_KEY not in path.read_text()
     assert UPSTREAM_KEY not in result.stdout + result.stderr
+
+
+def test_chat_model_names_the_model_a_server_is_asked_for_and_the_labels_say_what_is_known(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    """Without a config, `--chat-model` is what the model is asked for (as given: a slash in
+    a server's own name is no provider prefix), and the run names it, and its rollout
+    "external", not the demo's."""
+    dataset = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(3))
+    fake = FakeUpstream()
+    with threaded_server(lambda: serve_in_loop(fake.app)) as url:
+        result = run_eval(
+            *("--server", demo_server.url, "--dataset-file", str(dataset)),
+            *("--chat-url", f"{url}/v1", "--chat-model", "meta-llama/Llama-3.1-8B"),
+            *("--name", "named", "--json"),
+            cwd=tmp_path,
+            env=child_env(ROLLOUT_LLM_API_KEY=UPSTREAM_KEY),
+        )
+    assert result.returncode == 0, result.stderr
+    assert len(fake.requests) == 1 + 3
+    assert {seen.body["model"] for seen in fake.requests} == {"meta-llama/Llama-3.1-8B"}
+    eval_run = json.loads((run_folder(tmp_path, "named") / "metrics.json").read_text())["eval_run"]
+    assert eval_run["model_name"] == "meta-llama/Llama-3.1-8B"
+    assert eval_run["rollout_name"] == "external"
+
+
+@pytest.mark.parametrize("chat_url", [None, "stub"])
+def test_chat_model_without_a_chat_url_server_is_bad_input(
+    tmp_path: Path, chat_url: str | None
+) -> None:
+    flags = ("--chat-url", chat_url) if chat_url else ()
+    result = run_eval(*flags, "--chat-model", "gpt-4o", "--headless", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "--chat-model: names the model a --chat-url server is asked for" in result.stderr
+    assert not (tmp_path / ".osmosis").exists()
 
 
 def test_an_unreachable_model_stops_the_run_before_any_rollout(tmp_path: Path) -> None:

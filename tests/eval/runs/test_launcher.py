@@ -5,7 +5,9 @@ environment or the server's processes are not what it expects."""
 from __future__ import annotations
 
 import os
+import platform
 import signal
+import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -190,6 +192,61 @@ async def test_a_failed_uv_sync_says_why_and_starts_nothing(workspace: Path) -> 
     assert message.endswith("; its output is in logs.txt")
     assert any("No interpreter found" in line for line in launches.step("deps"))
     assert launches.step("rollout-server") == []
+
+
+async def test_a_failed_uv_sync_is_told_by_its_error_line_not_its_last(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python on PATH that cannot run (a pyenv shim for a version pyenv was not told to use):
+    uv's error names it, and the interpreter's own stderr follows, ending with a line that
+    says nothing of the failure."""
+    pyproject = rollout_dir(workspace) / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('">=3.10"', '">=3.99"'))
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    shim = shims / "python3.99"
+    shim.write_text(
+        "#!/bin/sh\necho 'shim: python3.99: command not found' >&2\n"
+        "echo 'Note: see the manager for versions found at the same time.' >&2\nexit 127\n"
+    )
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    launches = Launches()
+    with pytest.raises(LaunchError) as failed:
+        async with launches.server(workspace):
+            pytest.fail("started without its environment")
+    message = str(failed.value)
+    assert message.startswith(
+        "uv sync failed for rollouts/multiply with exit code 2: Failed to inspect Python "
+        f"interpreter from first executable in the search path at `{shim}`"
+    ), message
+    assert "at the same time" not in message
+    assert "fits its requires-python" not in message  # nothing installed fits >=3.99
+    assert any("at the same time" in line for line in launches.step("deps"))  # in logs.txt
+
+
+async def test_a_failed_uv_sync_offers_an_installed_python_that_fits(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale `.python-version` pin asks for a Python that is not there, while this one fits
+    the rollout's requires-python: the failure says which, and how to use it, and that works."""
+    (rollout_dir(workspace) / ".python-version").write_text("3.99\n")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no pyenv shims: uv's error is about 3.99
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    with pytest.raises(LaunchError) as failed:
+        async with Launches().server(workspace):
+            pytest.fail("started without its environment")
+    message = str(failed.value)
+    assert "No interpreter found for Python 3.99" in message
+    assert (
+        f"; Python {platform.python_version()} at {sys.executable} fits its requires-python: "
+        f"run with UV_PYTHON={sys.executable}, or make its environment with it once: "
+        f"uv sync --project rollouts/multiply --python {sys.executable}; "
+    ) in message
+    monkeypatch.setenv("UV_PYTHON", sys.executable)
+    async with Launches().server(workspace) as url:
+        assert url.startswith("http://127.0.0.1:")
 
 
 @pytest.mark.parametrize("where", ["env", "secrets"])
