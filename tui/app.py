@@ -33,6 +33,7 @@ from typing import Literal
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.notifications import Notification, Notify
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Input
@@ -170,6 +171,8 @@ class DashboardApp(App[None]):
         self._key_states: tuple[bool | None, ...] = ()
         self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
+        #: The latest notification of each topic (`report`).
+        self._topic_notices: dict[str, Notification] = {}
         #: What failed in the dashboard itself, as one line (`note_failure`); None: nothing.
         self.failure: str | None = None
         self.settings_file = settings_path()
@@ -355,10 +358,27 @@ class DashboardApp(App[None]):
                     f"polling {rollout_id[:10]} failed: {record.poll_error}", severity="error"
                 )
 
-    def report(self, message: str, *, severity: str = "information") -> None:
-        """A toast and an event-log line (the message may hold untrusted text: never markup)."""
+    def report(
+        self, message: str, *, severity: str = "information", topic: str | None = None
+    ) -> None:
+        """A toast and an event-log line (the message may hold untrusted text: never markup).
+        A `topic`'s toast replaces the one it showed last, still up or not: a key pressed ten
+        times (`]`) is one notice that says the latest, not ten over the table; the event log
+        keeps every line."""
         self.event_log.add(self.clock() - self.board.started_at, message)
-        self.notify(multi_line(message), severity=severity, markup=False)  # type: ignore[arg-type]
+        notification = Notification(
+            multi_line(message),
+            "",
+            severity,  # type: ignore[arg-type]
+            self.NOTIFICATION_TIMEOUT,
+            markup=False,
+        )
+        if topic is not None:
+            previous = self._topic_notices.get(topic)
+            if previous is not None and previous in self._notifications:
+                self._unnotify(previous)  # Textual's own way to take one toast down
+            self._topic_notices[topic] = notification
+        self.post_message(Notify(notification))
 
     # -- selection and details -------------------------------------------------------------
 
@@ -529,12 +549,14 @@ class DashboardApp(App[None]):
         self.playback.to_end()
 
     def action_pause(self) -> None:
+        """A replay's `p`: the recording itself pauses; the screen keeps following it."""
         player = self.source.playback
         if player is not None:
-            # A replay pauses the recording itself; the screen keeps following it.
             player.toggle_pause()
             self.update_summary()
-            return
+
+    def action_freeze(self) -> None:
+        """A live run's `p`: the screen stops changing; the run goes on."""
         self.paused = not self.paused
 
     def action_event_log(self) -> None:

@@ -182,7 +182,7 @@ async def test_the_steering_keys_are_in_the_help_and_absent_from_a_replay(
         app = make_app(live, start_work=False)
         async with app.run_test(size=SIZE):
             keys = dict(help_lines(app))
-            assert keys["P"].startswith("Pause or resume sending work items")
+            assert keys["P"].startswith("Pause or resume the run")
             assert keys["R"].startswith("Cancel the selected (or marked) rollouts")
             assert keys["]"].startswith("Raise max-in-flight")
             assert keys["["].startswith("Lower max-in-flight")
@@ -191,3 +191,20 @@ async def test_the_steering_keys_are_in_the_help_and_absent_from_a_replay(
         for action in ("pause_dispatch", "max_in_flight", "requeue"):
             assert replay.check_action(action, ()) is False
         assert "R" not in replay.screen.active_bindings
+
+
+async def test_bracket_presses_update_one_notice(live_eval: LiveFactory) -> None:
+    """Ten presses of `]` or `[` are one notice saying the latest limit, not ten toasts over
+    the table."""
+    async with live_eval([row(**IN_FLIGHT) for _ in range(2)], max_in_flight=2) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await until(pilot, lambda: running(app) == 2)
+            await pilot.press(*["right_square_bracket"] * 3, "left_square_bracket")
+            await until(pilot, lambda: "max 4" in status_line(app))
+            await pilot.pause()
+            # The notifications the toasts show (another notice may be up: the run's own).
+            shown = [n.message for n in app._notifications if "max in flight" in n.message]
+            assert shown == ["max in flight 4"]
+            # Every press is still in the event log.
+            assert sum("max in flight" in line for line in log_lines(app)) == 4
