@@ -320,7 +320,8 @@ class DashboardApp(App[None]):
         if self._sampled_at is not None and now - self._sampled_at < THROUGHPUT_WINDOW_SEC:
             return
         self._sampled_at = now
-        self.summary.sample_throughput(self.source.progress().done)
+        # This session's finishes only: a resume's carried-over results finished before it.
+        self.summary.sample_throughput(self.source.progress().done_here)
 
     def update_summary(self) -> None:
         """Header, summary strip and status line, from the board and the source as they are."""
@@ -335,6 +336,7 @@ class DashboardApp(App[None]):
             elapsed,
             ended=self._ended_at is not None,
             manual=dispatch.manual if dispatch is not None else 0,
+            dispatch_paused=dispatch is not None and dispatch.paused,
         )
         self.status_line.show(
             self.table_view,
