@@ -375,12 +375,17 @@ class DashboardApp(App[None]):
             self.NOTIFICATION_TIMEOUT,
             markup=False,
         )
-        if topic is not None:
-            previous = self._topic_notices.get(topic)
-            if previous is not None and previous in self._notifications:
-                self._unnotify(previous)  # Textual's own way to take one toast down
-            self._topic_notices[topic] = notification
-        self.post_message(Notify(notification))
+        if topic is None:
+            self.post_message(Notify(notification))
+            return
+        # Taken down and put up at once, as Textual's own `Notify` handler puts one up: a
+        # posted notice is not up yet when the next key press is handled, and would stay.
+        previous = self._topic_notices.get(topic)
+        if previous is not None:
+            self._unnotify(previous, refresh=False)  # one no longer up is no matter
+        self._topic_notices[topic] = notification
+        self._notifications.add(notification)
+        self._refresh_notifications()
 
     # -- selection and details -------------------------------------------------------------
 
