@@ -23,8 +23,10 @@ from tests.tui.helpers import (
     until,
 )
 from tests.tui.recordings import SLOW, replay_app, write_recording
+from tests.tui.states import build_app
 from tui.app import DashboardApp
 from tui.bindings import help_lines
+from tui.flows.control import MAX_IN_FLIGHT
 from tui.screens.dialogs import ConfirmScreen
 from tui.sources.live import LiveSource
 
@@ -208,3 +210,14 @@ async def test_bracket_presses_update_one_notice(live_eval: LiveFactory) -> None
             assert shown == ["max in flight 4"]
             # Every press is still in the event log.
             assert sum("max in flight" in line for line in log_lines(app)) == 4
+
+
+async def test_a_notice_replaced_before_it_was_put_up_is_still_one() -> None:
+    """Key presses handled back to back (as a terminal sends them) report twice before a
+    posted notice could be up: still one notice, the latest."""
+    app = build_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        app.report("max in flight 3", topic=MAX_IN_FLIGHT)
+        app.report("max in flight 4", topic=MAX_IN_FLIGHT)
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["max in flight 4"]
