@@ -35,6 +35,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
+from textual.notifications import Notification, Notify
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Input
@@ -175,6 +176,8 @@ class DashboardApp(App[None]):
         self._key_states: tuple[bool | None, ...] = ()
         self._sampled_at: float | None = None
         self._logged_poll_errors: set[str] = set()
+        #: The latest notification of each topic (`report`).
+        self._topic_notices: dict[str, Notification] = {}
         #: What failed in the dashboard itself, as one line (`note_failure`); None: nothing.
         self.failure: str | None = None
         self.settings_file = settings_path()
@@ -351,7 +354,8 @@ class DashboardApp(App[None]):
         if self._sampled_at is not None and now - self._sampled_at < THROUGHPUT_WINDOW_SEC:
             return
         self._sampled_at = now
-        self.summary.sample_throughput(self.source.progress().done)
+        # This session's finishes only: a resume's carried-over results finished before it.
+        self.summary.sample_throughput(self.source.progress().done_here)
 
     def update_summary(self) -> None:
         """Header, summary strip and status line, from the board and the source as they are."""
@@ -367,6 +371,7 @@ class DashboardApp(App[None]):
             elapsed,
             ended=self._ended_at is not None,
             manual=dispatch.manual if dispatch is not None else 0,
+            dispatch_paused=dispatch is not None and dispatch.paused,
         )
         self.status_line.show(
             self.table_view,
@@ -390,10 +395,32 @@ class DashboardApp(App[None]):
                     f"polling {rollout_id[:10]} failed: {record.poll_error}", severity="error"
                 )
 
-    def report(self, message: str, *, severity: str = "information") -> None:
-        """A toast and an event-log line (the message may hold untrusted text: never markup)."""
+    def report(
+        self, message: str, *, severity: str = "information", topic: str | None = None
+    ) -> None:
+        """A toast and an event-log line (the message may hold untrusted text: never markup).
+        A `topic`'s toast replaces the one it showed last, still up or not: a key pressed ten
+        times (`]`) is one notice that says the latest, not ten over the table; the event log
+        keeps every line."""
         self.log_event(message)
-        self.notify(multi_line(message), severity=severity, markup=False)  # type: ignore[arg-type]
+        notification = Notification(
+            multi_line(message),
+            "",
+            severity,  # type: ignore[arg-type]
+            self.NOTIFICATION_TIMEOUT,
+            markup=False,
+        )
+        if topic is None:
+            self.post_message(Notify(notification))
+            return
+        # Taken down and put up at once, as Textual's own `Notify` handler puts one up: a
+        # posted notice is not up yet when the next key press is handled, and would stay.
+        previous = self._topic_notices.get(topic)
+        if previous is not None:
+            self._unnotify(previous, refresh=False)  # one no longer up is no matter
+        self._topic_notices[topic] = notification
+        self._notifications.add(notification)
+        self._refresh_notifications()
 
     def log_event(self, message: str) -> None:
         """An event-log line without a toast (a start-up step: the header shows it too)."""
@@ -568,12 +595,14 @@ class DashboardApp(App[None]):
         self.playback.to_end()
 
     def action_pause(self) -> None:
+        """A replay's `p`: the recording itself pauses; the screen keeps following it."""
         player = self.source.playback
         if player is not None:
-            # A replay pauses the recording itself; the screen keeps following it.
             player.toggle_pause()
             self.update_summary()
-            return
+
+    def action_freeze(self) -> None:
+        """A live run's `p`: the screen stops changing; the run goes on."""
         self.paused = not self.paused
 
     def action_event_log(self) -> None:

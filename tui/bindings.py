@@ -33,7 +33,9 @@ LIVE_ACTIONS = frozenset(
     }
 )
 # Playback: only a replay has it.
-REPLAY_ACTIONS = frozenset({"step", "speed", "step_back", "seek", "seek_start", "seek_end"})
+REPLAY_ACTIONS = frozenset(
+    {"pause", "step", "speed", "step_back", "seek", "seek_start", "seek_end"}
+)
 # Sending rollouts by hand: the run's own dashboard's, hidden on one attached to it from
 # another process (tui.sources.attached), which steers the dispatch through the run instead.
 OWNER_ACTIONS = frozenset({"new_rollout", "rerun"})
@@ -72,7 +74,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         "space",
         "mark",
         "Mark",
-        tooltip="Mark or unmark the selected rollout",
+        tooltip="Mark or unmark the selected rollout; the cursor moves down to the next",
         show=False,
         id="rollout.mark",
     ),
@@ -100,13 +102,13 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         show=False,
         id="rollout.requeue",
     ),
-    # Dispatch: `[`/`]`, not `-`/`+`, which are the replay's speed.
+    # Dispatch: `[`/`]`, not `-`/`+`, which are the replay's speed. Pausing the run is what a
+    # user means by "pause": the footer offers it, and `p` (freezing the screen) is named so.
     Binding(
         "P",
         "pause_dispatch",
-        "Dispatch",
-        tooltip="Pause or resume sending work items (those in flight go on)",
-        show=False,
+        "Pause run",
+        tooltip="Pause or resume the run: no new work item is sent (those in flight go on)",
         id="dispatch.pause",
     ),
     Binding(
@@ -214,11 +216,21 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         show=False,
         id="rollout.view",
     ),
+    # One key, two bindings: a live run's `p` freezes the screen (off the footer, which has
+    # `P`); a replay's pauses the playback. `check_action` leaves each to its source.
+    Binding(
+        "p",
+        "freeze",
+        "Freeze",
+        tooltip="Freeze the screen or let it move again; the run goes on meanwhile",
+        show=False,
+        id="screen.freeze",
+    ),
     Binding(
         "p",
         "pause",
         "Pause",
-        tooltip="Pause or resume repainting (a replay: the playback)",
+        tooltip="Replay: pause or resume the playback",
         id="pause.toggle",
     ),
     Binding(
@@ -300,6 +312,7 @@ FOOTER_PRIORITY = (
     "cancel_server",
     "filter",
     "command_palette",
+    "pause_dispatch",
     "pause",
     "step",
     "speed(2.0)",
@@ -317,6 +330,8 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
     for this source: steering a replay, playback keys on a live run)."""
     if action in LIVE_ACTIONS and source.read_only:
         return False
+    if action == "freeze":
+        return source.playback is None
     if action in REPLAY_ACTIONS:
         return source.playback is not None
     if action in OWNER_ACTIONS and not source.sends_by_hand:

@@ -93,6 +93,11 @@ class EvalSession:
         self.total_to_run = 0
         #: The finished work items: those from before (a resume) and those of this run.
         self.results: dict[ItemKey, ItemResult] = {}
+        #: Of those from before, the ones kept (not run again) that this run has not finished
+        #: again, and those run again (`--retry-failed`) that it has not finished yet: the
+        #: progress counts the first as done before this session, the second as not done.
+        self._carried: set[ItemKey] = set()
+        self._retried: set[ItemKey] = set()
         self._runner: EvalRunner | None = None
         self._interrupt: bool | None = None  # requested before the runner existed: cancel?
         self._startup: asyncio.Future[tuple[ModelGateway, ServerPool]] | None = None
@@ -161,19 +166,24 @@ class EvalSession:
     def progress(self) -> Progress:
         """How far the run is, counted as its metrics.json will count it, and what is left."""
         runner = self._runner
+        # An item run again is not done until it finishes again (its old result is replaced).
+        results = [r for key, r in self.results.items() if key not in self._retried]
+        carried = len(self._carried)
         if runner is None:  # nothing was sent yet: every item without a result waits
             return progress(
-                self.results.values(),
+                results,
                 total_items=len(self.plan.items),
                 pass_threshold=self.plan.pass_threshold,
+                carried=carried,
             )
         now = time.monotonic()
         # Only the stuck rollouts are looked at; those sent by hand are no work items.
         stuck = {rid for rid in self.board.stuck_ids(now) if rid in runner.in_flight}
         return progress(
-            self.results.values(),
+            results,
             total_items=len(self.plan.items),
             pass_threshold=self.plan.pass_threshold,
+            carried=carried,
             in_flight=len(runner.in_flight),
             stuck=len(stuck),
             overdue=len(stuck.union(runner.overdue(now))),
@@ -286,6 +296,8 @@ class EvalSession:
                     f"{plan.run_name}: all {len(plan.items)} work items already have results",
                     step="resume",
                 )
+            self._carried = set(kept)
+            self._retried = set(done) - self._carried
             results = self.results = dict(done)
             # What the results files hold: this run's results and those outside its plan.
             on_file = ChainMap(results, outside)
@@ -313,6 +325,8 @@ class EvalSession:
                     self._journal_failed(folder.events_path, exc)
                     return
                 results[result.key] = result
+                self._carried.discard(result.key)
+                self._retried.discard(result.key)
                 resumed.discard(result.key)
                 snapshots.item_finished(result, on_file, resumed)
                 log.write(

@@ -357,20 +357,20 @@ async def test_sort_cycles_and_the_cursor_follows_its_rollout(live_eval: LiveFac
             assert table.cursor_id == chosen
 
 
-async def test_pause_stops_repainting(live_eval: LiveFactory) -> None:
+async def test_p_freezes_the_screen(live_eval: LiveFactory) -> None:
     async with live_eval([row(sleep=1.0)]) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
             rollout_id = await running_rollout(pilot, app)
             await until(pilot, lambda: "running" in row_text(app, rollout_id))
             await pilot.press("p")
-            assert "PAUSED" in status_line(app)
+            assert "SCREEN FROZEN" in status_line(app)
             record = app.board.records[rollout_id]
             await until(pilot, lambda: record.status == RolloutStatus.SUCCESS, timeout=5)
             await pilot.pause(0.5)  # a few repaint periods
             assert "running" in row_text(app, rollout_id)
             await pilot.press("p")
-            assert "PAUSED" not in status_line(app)
+            assert "SCREEN FROZEN" not in status_line(app)
             assert "success" in row_text(app, rollout_id)
 
 

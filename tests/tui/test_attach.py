@@ -159,7 +159,7 @@ async def test_an_attached_dashboard_steers_but_leaves_sending_to_the_runs_own(
             for action in ("cancel_server", "requeue", "pause_dispatch", "max_in_flight"):
                 assert app.check_action(action, ()) is True, action
             keys = dict(help_lines(app))
-            assert keys["P"].startswith("Pause or resume sending work items")
+            assert keys["P"].startswith("Pause or resume the run")
             assert keys["R"].startswith("Cancel the selected (or marked) rollouts")
             assert "n" not in keys and "r" not in keys
             await pilot.pause()  # the cursor's first move is handled before the app closes

@@ -23,8 +23,10 @@ from tests.tui.helpers import (
     until,
 )
 from tests.tui.recordings import SLOW, replay_app, write_recording
+from tests.tui.states import build_app
 from tui.app import DashboardApp
 from tui.bindings import help_lines
+from tui.flows.control import MAX_IN_FLIGHT
 from tui.screens.dialogs import ConfirmScreen
 from tui.sources.live import LiveSource
 
@@ -182,7 +184,7 @@ async def test_the_steering_keys_are_in_the_help_and_absent_from_a_replay(
         app = make_app(live, start_work=False)
         async with app.run_test(size=SIZE):
             keys = dict(help_lines(app))
-            assert keys["P"].startswith("Pause or resume sending work items")
+            assert keys["P"].startswith("Pause or resume the run")
             assert keys["R"].startswith("Cancel the selected (or marked) rollouts")
             assert keys["]"].startswith("Raise max-in-flight")
             assert keys["["].startswith("Lower max-in-flight")
@@ -191,3 +193,31 @@ async def test_the_steering_keys_are_in_the_help_and_absent_from_a_replay(
         for action in ("pause_dispatch", "max_in_flight", "requeue"):
             assert replay.check_action(action, ()) is False
         assert "R" not in replay.screen.active_bindings
+
+
+async def test_bracket_presses_update_one_notice(live_eval: LiveFactory) -> None:
+    """Ten presses of `]` or `[` are one notice saying the latest limit, not ten toasts over
+    the table."""
+    async with live_eval([row(**IN_FLIGHT) for _ in range(2)], max_in_flight=2) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await until(pilot, lambda: running(app) == 2)
+            await pilot.press(*["right_square_bracket"] * 3, "left_square_bracket")
+            await until(pilot, lambda: "max 4" in status_line(app))
+            await pilot.pause()
+            # The notifications the toasts show (another notice may be up: the run's own).
+            shown = [n.message for n in app._notifications if "max in flight" in n.message]
+            assert shown == ["max in flight 4"]
+            # Every press is still in the event log.
+            assert sum("max in flight" in line for line in log_lines(app)) == 4
+
+
+async def test_a_notice_replaced_before_it_was_put_up_is_still_one() -> None:
+    """Key presses handled back to back (as a terminal sends them) report twice before a
+    posted notice could be up: still one notice, the latest."""
+    app = build_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        app.report("max in flight 3", topic=MAX_IN_FLIGHT)
+        app.report("max in flight 4", topic=MAX_IN_FLIGHT)
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["max in flight 4"]

@@ -13,7 +13,7 @@ from core.types import RolloutStatus
 from tests.tui.helpers import screen_lines, until
 from tests.tui.recordings import replay_app, write_recording
 from tests.tui.states import NOW, build_app, running_source
-from tui.bindings import DASHBOARD_BINDINGS, FOOTER_PRIORITY
+from tui.bindings import DASHBOARD_BINDINGS, FOOTER_PRIORITY, help_lines
 from tui.widgets.fitted_footer import FittedFooter
 
 
@@ -91,3 +91,34 @@ async def test_the_footer_is_composed_again_only_when_what_a_key_does_changed() 
             return keys_now != keys and bool(new) and new[0].has_class("-disabled")
 
         await until(pilot, new_rollout_disabled)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+async def test_the_footer_offers_pausing_the_run_not_freezing_the_screen(width: int) -> None:
+    """`P` pauses the run (dispatch) and is what the footer offers as "Pause"; `p` only
+    freezes the screen, is named so, and leaves the footer to it."""
+    app = build_app()
+    async with app.run_test(size=(width, 24)) as pilot:
+        await until(pilot, lambda: bool(screen_lines(app)[-1].strip()))
+        footer = app.query_one(FittedFooter)
+        labels = [f"{k.key_display} {k.description}" for k in footer.query(FooterKey) if k.display]
+        assert "P Pause run" in labels
+        assert not any(label.startswith("p ") for label in labels)
+        keys = dict(help_lines(app))
+        assert keys["p"].startswith("Freeze the screen")
+        assert keys["P"].startswith("Pause or resume the run")
+
+
+async def test_a_replay_keeps_p_as_its_playback_pause(tmp_path: Path) -> None:
+    app, _ = replay_app(write_recording(tmp_path, [(0.0, "a" * 32, 0, "queued")]))
+    async with app.run_test(size=(160, 24)) as pilot:
+        await until(pilot, lambda: bool(screen_lines(app)[-1].strip()))
+        footer = app.query_one(FittedFooter)
+        labels = [f"{k.key_display} {k.description}" for k in footer.query(FooterKey) if k.display]
+        assert "p Pause" in labels and "P Pause run" not in labels
+
+
+async def test_the_help_says_space_marks_and_moves_down() -> None:
+    app = build_app()
+    async with app.run_test(size=(160, 24)):
+        assert "the cursor moves down" in dict(help_lines(app))["space"]

@@ -3,10 +3,13 @@ ETA knows about in-flight and stuck work (no number rather than a wrong one)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
+from tests.polling import eventually
 from tests.tui.helpers import SIZE, LiveFactory, make_app, row, text_of, until
 from tui.app import DashboardApp
+from tui.widgets.summary import RATE_WINDOWS, THROUGHPUT_WINDOW_SEC, SummaryStrip
 
 IN_FLIGHT = {"sleep": 30}
 
@@ -62,3 +65,76 @@ async def test_rollouts_running_far_longer_than_the_rest_leave_no_eta(
             await until(pilot, lambda: "done/5s" in strip(app), timeout=15)
             await until(pilot, lambda: "2 running long" in strip(app))
             assert "ETA —" in strip(app) and not eta_number(app)
+
+
+async def run_first(
+    live_eval: LiveFactory, rows: list[dict[str, object]], **request: object
+) -> None:
+    """A first invocation of the run, to its end."""
+    async with live_eval(rows, **request) as first:
+        await first.source.session.run()
+
+
+async def test_a_resumed_run_counts_no_rate_from_the_results_it_carried_over(
+    live_eval: LiveFactory,
+) -> None:
+    """Three items finished before the resume: the rate and the ETA are this session's, so
+    `ETA —` while its only item runs, and the sparkline's first bucket stays empty."""
+    rows = [row(), row(), row(), row(**IN_FLIGHT)]
+    async with live_eval(rows) as first:  # interrupted with the last item in flight
+        session = first.source.session
+        running = asyncio.ensure_future(session.run())
+        await eventually(lambda: len(session.results) == 3, "three items finished")
+        await session.interrupt(cancel_in_flight=True)
+        await running
+    async with live_eval(rows) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "running 1" in strip(app))
+            await until(pilot, lambda: "done/5s" in strip(app), timeout=15)
+            said = strip(app)
+            assert "3/4" in said and "ETA —" in said and not eta_number(app)
+            # Every bucket at the bottom: nothing finished in this session.
+            assert re.search(r"done/5s ▁+ failures", said), said
+
+
+async def test_a_retry_failed_run_counts_the_items_it_runs_again_as_not_done(
+    live_eval: LiveFactory,
+) -> None:
+    """The failed item (its workflow outlived its deadline) runs again: the bar and the count
+    do not call it done meanwhile."""
+    rows = [row(), row(), row(sleep=3)]
+    await run_first(live_eval, rows, agent_timeout_sec=1.5)
+    async with live_eval(rows, agent_timeout_sec=1.5, retry_failed=True) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "running 1" in strip(app))
+            said = strip(app)
+            assert "2/3" in said and "3/3" not in said
+
+
+async def test_while_the_run_is_paused_the_eta_says_so(live_eval: LiveFactory) -> None:
+    async with live_eval([row()] * 4, max_in_flight=1) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("P")
+            await until(pilot, lambda: "not dispatched 4" in strip(app))
+            assert "ETA — run paused (P resumes)" in strip(app)
+
+
+def test_the_eta_says_when_nothing_finished_for_the_whole_rate_window() -> None:
+    """Items finished, then none for a minute: the strip says so (not the last time it
+    foresaw, nor `ETA —` as before anything finished)."""
+    summary = SummaryStrip()
+    summary.sample_throughput(0)  # the baseline
+    summary.sample_throughput(2)
+    for _ in range(RATE_WINDOWS - 1):
+        summary.sample_throughput(2)
+    assert not summary.stalled()  # one window of the minute still holds the two
+    summary.sample_throughput(2)
+    assert summary.stalled() and summary.quiet_sec() == RATE_WINDOWS * THROUGHPUT_WINDOW_SEC
+    fresh = SummaryStrip()
+    fresh.sample_throughput(0)
+    for _ in range(RATE_WINDOWS + 1):
+        fresh.sample_throughput(0)
+    assert not fresh.stalled()  # nothing finished yet: `ETA —`, no stall to tell

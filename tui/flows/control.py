@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 #: (`ControlRefused`, a RuntimeError, as a replay's), or, from an attached dashboard, the
 #: run's answer or a connection that ended (`ControlActionError`, `ControlLost`).
 NOT_DONE = (RuntimeError, ControlError)
+#: The topic of the max-in-flight notices: each `]` or `[` updates the one toast (`report`).
+MAX_IN_FLIGHT = "max-in-flight"
 
 
 def can_requeue(record: RolloutRecord) -> bool:
@@ -88,18 +90,23 @@ class ControlFlow:
         try:
             limit = await source.set_max_in_flight(state.max_in_flight + step)
         except NOT_DONE as exc:
-            app.report(f"could not change max in flight: {exc}", severity="error")
+            app.report(
+                f"could not change max in flight: {exc}", severity="error", topic=MAX_IN_FLIGHT
+            )
             return
         if limit == state.max_in_flight:
             bound = "the servers' capacity" if step > 0 else "the least there is"
-            app.report(f"max in flight stays {limit}: {bound}", severity="warning")
+            app.report(
+                f"max in flight stays {limit}: {bound}", severity="warning", topic=MAX_IN_FLIGHT
+            )
         elif limit < state.max_in_flight and state.in_flight > limit:
             app.report(
                 f"max in flight {limit}: nothing is cancelled; no new work item is sent "
-                f"until fewer than {limit} are in flight"
+                f"until fewer than {limit} are in flight",
+                topic=MAX_IN_FLIGHT,
             )
         else:
-            app.report(f"max in flight {limit}")
+            app.report(f"max in flight {limit}", topic=MAX_IN_FLIGHT)
         app.update_summary()
 
     def ask_requeue(self) -> None:

@@ -42,8 +42,10 @@ class FlowHost(Protocol):
         """The rollout of the table's cursor row, if any."""
         ...
 
-    def report(self, message: str, *, severity: str = "information") -> None:
-        """A line in the event log, and a notification for a warning or an error."""
+    def report(
+        self, message: str, *, severity: str = "information", topic: str | None = None
+    ) -> None:
+        """A line in the event log, and a notification (one per `topic`: the latest)."""
         ...
 
     def repaint(self) -> None: ...

@@ -50,7 +50,7 @@ class StatusLine(Static):
         if following:
             line.append("  following (f stops)", "bold cyan")
         if paused:
-            line.append("  PAUSED (p resumes)", "bold yellow")
+            line.append("  SCREEN FROZEN (p: live again; the run goes on)", "bold yellow")
         if read_only:
             line.append("  replay (read-only)", "cyan")
         # Asked at every repaint, and the line seldom changes: rendering it again costs more

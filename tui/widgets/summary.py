@@ -146,6 +146,21 @@ class SummaryStrip(Static):
         finished = sum(recent)
         return finished / (len(recent) * THROUGHPUT_WINDOW_SEC) if finished else None
 
+    def quiet_sec(self) -> float:
+        """How long, in whole windows, since the last window in which an item finished (or
+        since the first sample, when none did)."""
+        quiet = 0
+        for finished in reversed(self._per_window):
+            if finished:
+                break
+            quiet += 1
+        return quiet * THROUGHPUT_WINDOW_SEC
+
+    def stalled(self) -> bool:
+        """Items finished in this session, then none over the whole rate window (a minute):
+        the rate is gone, and the strip says so rather than keep a time it foresaw."""
+        return any(self._per_window) and self.quiet_sec() >= RATE_WINDOWS * THROUGHPUT_WINDOW_SEC
+
     def on_resize(self) -> None:
         if self._shown is not None:
             self._shown()  # what fits has changed
@@ -159,11 +174,20 @@ class SummaryStrip(Static):
         *,
         ended: bool = False,
         manual: int = 0,
+        dispatch_paused: bool = False,
     ) -> None:
         """`ended`: the work is over; what is left waits for a resume, and has no ETA.
-        `manual`: rollouts sent by hand, on the board but outside the progress."""
+        `manual`: rollouts sent by hand, on the board but outside the progress.
+        `dispatch_paused`: no work item is sent until the user resumes the run."""
         self._shown = partial(
-            self.show, board, counts, progress, elapsed, ended=ended, manual=manual
+            self.show,
+            board,
+            counts,
+            progress,
+            elapsed,
+            ended=ended,
+            manual=manual,
+            dispatch_paused=dispatch_paused,
         )
         # 0 before the first layout: everything, as if there were room.
         room = self.content_size.width or None
@@ -188,7 +212,7 @@ class SummaryStrip(Static):
         if progress.pass_rate is not None:
             counted.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
         if not ended and progress.left:
-            counted.append_text(self._eta(progress))
+            counted.append_text(self._eta(progress, dispatch_paused=dispatch_paused))
         mean = progress.mean_reward
         counted.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
         # The bar gives way to the numbers (down to BAR_LEAST), the sparkline to both: it
@@ -225,12 +249,17 @@ class SummaryStrip(Static):
         # One line each, never wrapped (see the CSS): a wrapped line would push the next out.
         self.update(Group(chips, bar, last), layout=False)  # three lines always (CSS)
 
-    def _eta(self, progress: Progress) -> Text:
+    def _eta(self, progress: Progress, *, dispatch_paused: bool) -> Text:
         """`ETA 2m05s`; a lower bound with overdue work (`ETA ≥2m05s, 3 running long (1
-        stuck)`); `ETA —` when it cannot be told; and when all in flight is stuck, that, in
-        red."""
+        stuck)`); `ETA —` when it cannot be told (nothing finished in this session yet); when
+        all in flight is stuck, that, in red; while the run is paused with work waiting, that
+        (not a time growing with the pause); when nothing finished for a minute, that (not the
+        last time foreseen)."""
         eta = Text()
         stuck = progress.stuck
+        if dispatch_paused and progress.not_dispatched:
+            eta.append("  ETA — run paused (P resumes)", "bold yellow")
+            return eta
         if progress.stalled:
             if progress.not_dispatched:
                 said = f"every slot held by a stuck rollout ({stuck})"
@@ -240,7 +269,9 @@ class SummaryStrip(Static):
             return eta
         seconds = progress.eta_sec(self.items_per_sec())
         overdue = max(progress.overdue, stuck)
-        if seconds is None:
+        if self.stalled():
+            eta.append(f"  ETA — nothing finished for {duration(self.quiet_sec())}", "yellow")
+        elif seconds is None:
             eta.append("  ETA —", "dim")
         else:
             eta.append(f"  ETA {'≥' if overdue else ''}{duration(seconds)}", "dim")

@@ -121,6 +121,7 @@ def _progress(state: dict[str, Any]) -> Progress:
         stuck=count("stuck"),
         overdue=count("overdue"),
         not_dispatched=count("not_dispatched"),
+        carried=count("carried"),
     )
 
 

@@ -186,6 +186,7 @@ class ControlEndpoint:
                 "stuck": progress.stuck,
                 "overdue": progress.overdue,
                 "not_dispatched": progress.not_dispatched,
+                "carried": progress.carried,
             },
             "servers": servers,
             "model": {

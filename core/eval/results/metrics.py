@@ -187,6 +187,14 @@ class Progress:
     longer than finished items took (`progress()` counts the stuck ones in)."""
     not_dispatched: int = 0
     """Work items not sent to a server yet (those sent again after a server was lost too)."""
+    carried: int = 0
+    """Of `done`, the results carried over from before this invocation (a resume): they
+    finished then, so no rate of this session's is counted from them."""
+
+    @property
+    def done_here(self) -> int:
+        """Work items finished by this invocation: what its rate and ETA are counted from."""
+        return self.done - self.carried
 
     @property
     def pass_rate(self) -> float | None:
@@ -225,6 +233,7 @@ def progress(
     stuck: int = 0,
     overdue: int | None = None,
     not_dispatched: int | None = None,
+    carried: int = 0,
 ) -> Progress:
     """The progress of a run from the results it has so far (a repeated key keeps the last):
     the numbers its `metrics.json` has, or will have, for the same results and threshold.
@@ -232,7 +241,7 @@ def progress(
     `in_flight`, `stuck` and `overdue` are the work items' rollouts in flight, stuck, and
     with an end nobody can foresee now (by default, the stuck ones); `not_dispatched`, when
     the caller knows it, the work items not sent yet (by default, the items neither finished
-    nor in flight)."""
+    nor in flight); `carried`, of the results, those from before this invocation."""
     tally = _Tally(pass_threshold)
     for result in {result.key: result for result in results}.values():
         tally.add(
@@ -255,6 +264,7 @@ def progress(
         stuck=stuck,
         overdue=stuck if overdue is None else overdue,
         not_dispatched=not_dispatched,
+        carried=carried,
     )
 
 

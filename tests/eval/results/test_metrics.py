@@ -422,3 +422,12 @@ def test_progress_leaves_overdue_work_out_of_the_eta() -> None:
     assert shown.eta_sec(1.0) == 5.0  # 4 not dispatched and the 1 in flight on time
     assert not shown.stalled
     assert progress([], total_items=2, pass_threshold=1.0, in_flight=1, stuck=1).overdue == 1
+
+
+def test_progress_tells_this_invocations_finishes_from_those_carried_over() -> None:
+    """A resume's carried-over results are done, but not this session's: its rate and ETA
+    are counted from `done_here` only."""
+    results = [_result(row, 0, reward=1.0) for row in range(4)]
+    shown = progress(results, total_items=6, pass_threshold=1.0, carried=3)
+    assert (shown.done, shown.carried, shown.done_here) == (4, 3, 1)
+    assert progress(results, total_items=6, pass_threshold=1.0).done_here == 4
