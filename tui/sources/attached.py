@@ -54,6 +54,10 @@ class AttachedSource:
         return True
 
     @property
+    def servers_stop_with_run(self) -> bool:
+        return False  # quitting only detaches: the run and its servers go on
+
+    @property
     def read_only(self) -> bool:
         return False
 

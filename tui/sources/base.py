@@ -117,6 +117,14 @@ class DashboardSource(Protocol):
         ...
 
     @property
+    def servers_stop_with_run(self) -> bool:
+        """The rollout servers are the run's own (a workspace's it launched, the demo's): they
+        stop when it ends, and a rollout left in flight ends with them. False when they live
+        on (`--server`, a replay, a viewer): a rollout left in flight runs until its lease
+        expires."""
+        ...
+
+    @property
     def title(self) -> str: ...
 
     @property

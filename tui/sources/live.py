@@ -68,6 +68,10 @@ class LiveSource:
         return False
 
     @property
+    def servers_stop_with_run(self) -> bool:
+        return self.plan.mode != "servers"
+
+    @property
     def read_only(self) -> bool:
         return False
 
