@@ -17,7 +17,7 @@ from shlex import quote
 from core.eval.attach.client import ControlClient
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
-from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
 
 #: Why sending rollouts by hand is not offered here.
 NOT_FROM_HERE = "only the dashboard of the process that runs it can do that"
@@ -103,7 +103,7 @@ class AttachedSource:
     def servers(self) -> list[ServerView]:
         servers = self.client.servers
         if not servers and not self.client.over:
-            return [ServerView("starting…", "starting")]
+            return [STARTING]
         return [
             ServerView(server.url, server.state, server.restarts, server.detail, server.watched)
             for server in servers

@@ -24,6 +24,10 @@ class ServerView:
     watched: bool = True
 
 
+STARTING = ServerView("servers", "starting")
+"""The header's place for the servers before the run has any: "○ servers starting"."""
+
+
 @dataclass(frozen=True)
 class RunEnding:
     """Why the work ended and how to go on from there: what the end banner says."""

@@ -15,7 +15,7 @@ from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
 from core.eval.servers.pool import shown_state
 from core.rollout_record import RequestOptions
-from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
 
 
 class LiveSource:
@@ -118,7 +118,7 @@ class LiveSource:
         pool = self.session.pool
         ended = self.ended
         if pool is None:
-            return [] if ended else [ServerView("starting…", "starting")]
+            return [] if ended else [STARTING]
         launched = self.plan.mode != "servers"
         return [
             ServerView(

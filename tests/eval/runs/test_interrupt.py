@@ -125,3 +125,33 @@ def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     assert "second interrupt: exiting now" in stderr
     events = read_jsonl(folder / "events.jsonl")
     assert sorted(e["row_index"] for e in events) == list(range(FAST_ROWS))
+
+
+def test_a_run_stopped_before_any_result_says_so_and_repeats_the_flags_as_typed(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    rows = multiply_rows(2, metadata={"sleep": 20})
+    dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
+    folder = run_folder(tmp_path, "none")
+    run = start_eval(
+        *("--server", demo_server.url, "--dataset-file", str(dataset), "--name", "none"),
+        *("--agent-timeout", "15", "--pass-threshold", "1"),
+        cwd=tmp_path,
+    )
+    eventually_sync(
+        lambda: [
+            t
+            for t in read_jsonl(folder / "transitions.jsonl")
+            if t["kind"] == "status" and t["status"] == "running"
+        ][1:],
+        "both rows running",
+    )
+    run.send_signal(signal.SIGINT)
+    stdout, stderr = run.finish()
+    assert run.returncode == 1, stderr
+    # No result: no rate (0.0 % would read as every sample failing).
+    assert "│ Pass rate  │ - (no sample finished, threshold 1)" in stdout
+    assert "0/0 samples" not in stdout
+    # The resume hint repeats the flags as they were typed.
+    assert "--agent-timeout 15 --pass-threshold 1" in stdout + stderr
+    assert "15.0" not in stdout + stderr
