@@ -16,10 +16,19 @@ from core.board import RolloutBoard
 from core.eval import EvalRequest, prepare
 from core.types import RolloutStatus
 from tests.eval.runs.files import multiply_rows, write_jsonl
-from tests.tui.helpers import SIZE, LiveFactory, make_app, row, text_of, toasts, until
+from tests.tui.helpers import (
+    SIZE,
+    LiveFactory,
+    make_app,
+    row,
+    running_rollout,
+    text_of,
+    toasts,
+    until,
+)
 from tui.app import create_app
 from tui.commands.dashboard import run_and_close
-from tui.screens.dialogs import QuitScreen
+from tui.screens.dialogs import ConfirmScreen, QuitScreen
 from tui.sources.live import LiveSource
 
 IN_FLIGHT = {"sleep": 30}
@@ -215,3 +224,26 @@ async def test_an_app_that_exits_from_anywhere_still_writes_the_results(
         summary = live.source.summary
         assert summary is not None and summary.status == "interrupted"
         assert written_state(live.folder) == ("incomplete", ["success"])
+
+
+async def test_every_cancel_is_in_logs_txt_step_control(live_eval: LiveFactory) -> None:
+    # `c` on one row, then quitting with "cancel them" for the rest: each cancel asked, and
+    # each answer, is a `[control]` line of logs.txt (as pause, requeue and untrack are).
+    async with live_eval([row(**IN_FLIGHT), row(**IN_FLIGHT)]) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: len(running_ids(app.board)) == 2)
+            first = await running_rollout(pilot, app)
+            (second,) = set(running_ids(app.board)) - {first}
+            await pilot.press("c")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+            await until(pilot, lambda: bool(app.board.records[first].cancels))
+            await pilot.press("q", "c")
+            await until(pilot, lambda: app.return_code is not None)
+        logs = (live.folder / "logs.txt").read_text().splitlines()
+    control = [line for line in logs if " [control] " in line]
+    for rollout_id in (first, second):
+        mine = [line for line in control if rollout_id in line]
+        assert any("cancel asked of the rollout's server" in line for line in mine), control
+        assert any("its server answered the cancel: cancelled_" in line for line in mine), control
