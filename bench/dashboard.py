@@ -49,6 +49,7 @@ class SyntheticSource:
     playback = None
     sends_by_hand = False
     detaches_on_quit = False
+    servers_stop_with_run = False
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, None, 0)

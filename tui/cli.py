@@ -16,6 +16,7 @@ from tui.commands.parser import CommandParser
 from tui.commands.replay import add_replay
 from tui.commands.runs import add_runs
 from tui.commands.serve import add_serve
+from tui.commands.std_streams import forgiving_std_streams
 from tui.commands.usage import PROGRAM, UsageError
 
 #: The distribution whose version `--version` prints (its metadata, as pip installed it).
@@ -88,16 +89,26 @@ def _hoist_output_flags(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
+    # A reader that goes away (`| head`) ends no command in a traceback, `--help` included:
+    # each one alike.
+    with forgiving_std_streams():
+        status = _parsed_and_run(sys.argv[1:] if argv is None else argv)
+    sys.exit(status)
+
+
+def _parsed_and_run(argv: Sequence[str]) -> int:
     parser = build_parser()
-    args, unknown = parser.parse_known_args(
-        _hoist_output_flags(sys.argv[1:] if argv is None else argv)
-    )
+    args, unknown = parser.parse_known_args(_hoist_output_flags(argv))
     if unknown:
         # Left over by the subcommand's parser, when there is a subcommand: its flags are
         # the ones to suggest.
         parser.commands.get(args.command, parser).reject_unknown(unknown)
     if args.command is None:
         parser.error(f"missing COMMAND ({', '.join(parser.commands)})")
+    return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         if (args.json and args.command not in ("eval", "runs")) or (
             args.plain and args.command != "eval"
@@ -106,10 +117,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
                 "--json shapes what `eval` and `runs` print, --plain what `eval` prints; "
                 "leave them out here"
             )
-        status = args.handler(args)
+        status: int = args.handler(args)
     except UsageError as exc:
         print(f"osmosis-tui {args.command}: {exc}", file=sys.stderr)
         status = exit_codes.BAD_INPUT
     except KeyboardInterrupt:
         status = exit_codes.INTERRUPTED
-    sys.exit(status)
+    return status

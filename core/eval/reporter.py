@@ -179,11 +179,15 @@ class RunReport:
         if summary.resumed:
             items.append(f"{summary.resumed} from before")
         yield "Work items", " · ".join(items)
+        threshold = f"threshold {metrics['pass_threshold']:g}"
         yield (
             "Pass rate",
-            (
+            # A run with no result has no rate: 0.0 % would read as every sample failing.
+            f"- (no sample finished, {threshold})"
+            if not metrics["completed_samples"]
+            else (
                 f"{metrics['pass_rate'] * 100:.1f}% ({metrics['passed']}/"
-                f"{metrics['completed_samples']} samples, threshold {metrics['pass_threshold']:g})"
+                f"{metrics['completed_samples']} samples, {threshold})"
             ),
         )
         stats = metrics.get("reward_stats") or {}

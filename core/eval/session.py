@@ -81,7 +81,7 @@ class EvalSession:
             stuck_after_sec=plan.request.stuck_after_sec,
             redact=self._redact,
             on_transition=self._recorder.status,
-            on_cancel=self._recorder.cancel,
+            on_cancel=self.control.cancelled,
             on_untrack=self.control.untracked,
             on_not_admitted=self._recorder.not_admitted,
         )

@@ -1,12 +1,13 @@
 """Steering a running eval from its front end (DESIGN.md §2), and the record of it: pause and
-resume dispatch, change max-in-flight, requeue a work item; also every rollout the run stops
-tracking and every rollout sent by hand.
+resume dispatch, change max-in-flight, requeue a work item; also every cancel asked of a
+server (and its answer), every rollout the run stops tracking and every rollout sent by hand.
 
 The runner does what is asked (`EvalRunner.pause_dispatch` and the rest); this keeps the
 record, so that the log tells what happened to the run and a replay can show it: one line in
 logs.txt (step `control`, the official line format) and one in transitions.jsonl (the kinds
-`control`, `requeue`, `untrack` and `manual`, written by the run's `TransitionRecorder`) for
-each. No results file changes: events.jsonl and the snapshots stay as official.
+`control`, `cancel`, `requeue`, `untrack` and `manual`, written by the run's
+`TransitionRecorder`) for each. No results file changes: events.jsonl and the snapshots stay
+as official.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from core.eval.results.logs import RunLog
     from core.eval.results.recorder import TransitionRecorder
     from core.eval.runner import EvalRunner
-    from core.rollout_record import RolloutRecord
+    from core.rollout_record import CancelRequest, RolloutRecord
 
 CONTROL_STEP = "control"
 
@@ -135,6 +136,27 @@ class RunControl:
                 },
             )
         self._recorder.untracked(record)
+
+    def cancelled(self, record: RolloutRecord, cancel: CancelRequest) -> None:
+        """The board's `on_cancel`: a cancel asked of the rollout's server (`c`, `C`, quitting
+        with "cancel them", a Ctrl-C, a deadline), then its answer, each as it happens."""
+        if self._log is not None:
+            answer = cancel.disposition if cancel.error is None else f"error: {cancel.error}"
+            answered = cancel.disposition is not None or cancel.error is not None
+            self._log.write(
+                f"its server answered the cancel: {answer}"
+                if answered
+                else "cancel asked of the rollout's server",
+                step=CONTROL_STEP,
+                details={
+                    "disposition": cancel.disposition,
+                    "error": cancel.error,
+                    "rollout_id": record.rollout_id,
+                    "row_index": record.row_index,
+                    "run_index": record.run_index,
+                },
+            )
+        self._recorder.cancel(record, cancel)
 
     def sent_by_hand(self, record: RolloutRecord, *, rerun_of: str | None = None) -> None:
         """A rollout was sent by hand (`EvalSession.submit`): outside the work items."""

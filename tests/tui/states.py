@@ -87,6 +87,7 @@ class StaticSource:
     playback: Player | None = None
     sends_by_hand: bool = True
     detaches_on_quit: bool = False
+    servers_stop_with_run: bool = False
     server_states: list[ServerView] = field(
         default_factory=lambda: [ServerView(SERVER, "accepting")]
     )

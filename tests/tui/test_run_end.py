@@ -4,6 +4,7 @@ no action that would need a connection the run has closed."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from core.eval import EvalRequest, prepare
 from core.eval.servers import pool as servers_module
 from core.types import RolloutStatus
 from tests.tui.helpers import (
+    CHAT_URL,
     SIZE,
     LiveFactory,
     log_lines,
@@ -126,3 +128,31 @@ async def test_the_embedded_demo_server_shows_as_stopped_once_the_run_is_over(
             assert "Run demo finished" in banner(app)
     finally:
         await source.close()
+
+
+async def test_the_header_says_the_servers_are_starting_once(tmp_path: Path) -> None:
+    # A server that takes connections and never answers: the run waits for its health, and
+    # the header holds the servers' place meanwhile.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    dataset = tmp_path / "rows.jsonl"
+    dataset.write_text('{"user_prompt": "What is 2 * 7?", "ground_truth": "14"}\n')
+    plan = prepare(
+        EvalRequest(
+            servers=(url,), dataset_file=dataset, output=tmp_path / "out", chat_url=CHAT_URL
+        )
+    )
+    source = LiveSource(plan, rerun="osmosis-tui eval")
+    app = create_app(source, export_dir=tmp_path)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "starting" in text_of(app.header))
+            header = text_of(app.header)
+            await source.interrupt(cancel_in_flight=False)
+    finally:
+        await source.close()
+        silent.close()
+    assert "○ servers starting" in header
+    assert header.count("starting") == 1

@@ -30,11 +30,11 @@ def add_output_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def results_root(args: argparse.Namespace) -> Path:
-    """`-o`, or `eval`'s default without a workspace."""
-    from core.eval import DEFAULT_OUTPUT
+    """`-o` (or `eval`'s default), found as `eval` finds it: inside a workspace, from the
+    workspace's root, from whichever of its folders the command runs."""
+    from core.eval.plan.prepare import results_root as rooted
 
-    output: Path | None = args.output
-    return output or DEFAULT_OUTPUT
+    return rooted(args.output, at=Path.cwd())
 
 
 def add_attach(commands: Any) -> None:
@@ -59,12 +59,14 @@ def add_attach(commands: Any) -> None:
 
 def attach_hint(plan: EvalPlan) -> str:
     """The line a headless run prints once it serves its control socket."""
-    from core.eval import DEFAULT_OUTPUT
+    from core.eval.plan.prepare import results_root as rooted
     from core.eval.reporter import display_path
 
     output = plan.request.output
     shown = shlex.quote(display_path(output))
-    root = "" if output.absolute() == DEFAULT_OUTPUT.absolute() else f" -o {shown}"
+    # No -o when `attach` run here finds the run's root without it.
+    found = rooted(None, at=Path.cwd()).absolute() == output.absolute()
+    root = "" if found else f" -o {shown}"
     return f"to watch it on the dashboard: {PROGRAM} attach {shlex.quote(plan.run_name)}{root}"
 
 

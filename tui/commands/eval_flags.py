@@ -257,5 +257,12 @@ def rerun_command(args: argparse.Namespace) -> str:
     )
     for flag, value in repeated:
         if value is not None:
-            words += [flag, str(value)]
+            words += [flag, _as_typed(value)]
     return shlex.join(words)
+
+
+def _as_typed(value: object) -> str:
+    """A flag's value as a user types it: `15`, not the float's `15.0`."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,12 +1,13 @@
-"""stdout and stderr for a headless run that nothing on the reading side can break.
+"""stdout and stderr that nothing on the reading side can break, for every command.
 
-A reader that goes away (`osmosis-tui eval --headless | head -3`), a full device
-(`> /dev/full`) or a terminal that hung up makes every later write fail. The run must not
-stop for that: its record is the results folder, not the terminal. So for the run,
-`sys.stdout` and `sys.stderr` write through `_Forgiving`: the first write that fails points
-the descriptor at /dev/null, which takes everything written after it — by the reporter, a log
-handler, or the interpreter flushing the streams at exit — and the run goes on to its end
-with the exit status it would have had.
+A reader that goes away (`osmosis-tui runs | head -2`, `osmosis-tui eval --headless | head
+-3`), a full device (`> /dev/full`) or a terminal that hung up makes every later write fail.
+No command may end in a traceback for that, and a run must not stop for it: its record is the
+results folder, not the terminal. So `sys.stdout` and `sys.stderr` write through `_Forgiving`
+(`tui.cli.main` puts every command behind it; a run adds where its results are): the first
+write that fails points the descriptor at /dev/null, which takes everything written after it
+— by the reporter, a log handler, or the interpreter flushing the streams at exit — and the
+command goes on to its end with the exit status it would have had.
 """
 
 from __future__ import annotations
@@ -81,19 +82,17 @@ def _forgiving(stream: TextIO, on_lost: Callable[[OSError], None]) -> TextIO:
 
 
 @contextlib.contextmanager
-def forgiving_std_streams(where: str) -> Iterator[None]:
+def forgiving_std_streams(where: str | None = None) -> Iterator[None]:
     """`sys.stdout` and `sys.stderr` that never fail a write during the block. Losing stdout
-    is said on stderr, with `where` (what the user still has: the results folder); losing
-    stderr is said nowhere, as there is nowhere left to say it."""
+    is said on stderr, with `where` when a run goes on (what the user still has: the results
+    folder); losing stderr is said nowhere, as there is nowhere left to say it. Nested, the
+    innermost block's note is the one said."""
     out, err = sys.stdout, sys.stderr
     sys.stderr = _forgiving(err, lambda _exc: None)
 
     def stdout_lost(exc: OSError) -> None:
-        print(
-            f"{LOST_STDOUT} ({exc.strerror or exc}); the run is not affected: {where}",
-            file=sys.stderr,
-            flush=True,
-        )
+        goes_on = "" if where is None else f"; the run is not affected: {where}"
+        print(f"{LOST_STDOUT} ({exc.strerror or exc}){goes_on}", file=sys.stderr, flush=True)
 
     sys.stdout = _forgiving(out, stdout_lost)
     try:

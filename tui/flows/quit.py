@@ -4,8 +4,9 @@ Every way out comes here: `q`, ctrl+q, ctrl+c and the command palette's Quit. It
 once when there is nothing to wind down: a replay, a run that is over, or a run that another
 process runs (a dashboard attached to it only detaches; the question is that process's).
 With rollouts in flight the quit screen asks whether to cancel them on their servers or leave
-them to their leases (or go back); either way the run is interrupted, and the app exits once
-the run has wound down (the app's `run_source`). Leaving at once (a second `q` while it
+them (to their leases on a server that lives on, to end with the run's own server; or go
+back); either way the run is interrupted, and the app exits once the run has wound down (the
+app's `run_source`). Leaving at once (a second `q` while it
 winds down) cuts no corner: the CLI ends the run and writes its results after the app is gone
 (`tui.commands.dashboard.run_and_close`).
 """
@@ -48,7 +49,10 @@ class QuitFlow:
         if in_flight == 0:
             self._stop(cancel=False)
             return
-        app.push_screen(QuitScreen(in_flight), self._chosen)
+        app.push_screen(
+            QuitScreen(in_flight, servers_stop_with_run=source.servers_stop_with_run),
+            self._chosen,
+        )
 
     def _chosen(self, choice: str | None) -> None:
         if choice in ("cancel", "leave"):

@@ -79,7 +79,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class QuitScreen(ModalScreen[str]):
-    """Quitting with rollouts in flight: cancel them, leave them to their leases, or go back."""
+    """Quitting with rollouts in flight: cancel them, leave them (to their leases, or to end
+    with the servers the run started), or go back."""
 
     DEFAULT_CSS = DIALOG_CSS.format(name="QuitScreen")
     BINDINGS = [
@@ -93,8 +94,8 @@ class QuitScreen(ModalScreen[str]):
         Binding(
             "l",
             "choose('leave')",
-            "Leave them to their leases",
-            tooltip="Quit now; the server fails each rollout when its lease expires",
+            "Leave them",
+            tooltip="Quit now without cancelling them (the question says what becomes of them)",
             id="quit.leave",
         ),
         Binding(
@@ -102,18 +103,31 @@ class QuitScreen(ModalScreen[str]):
         ),
     ]
 
-    def __init__(self, in_flight: int) -> None:
+    def __init__(self, in_flight: int, *, servers_stop_with_run: bool) -> None:
         super().__init__()
         self.in_flight = in_flight
+        self.servers_stop_with_run = servers_stop_with_run
 
     def compose(self) -> ComposeResult:
+        count = (
+            "1 rollout is still in flight."
+            if self.in_flight == 1
+            else f"{self.in_flight} rollouts are still in flight."
+        )
+        left = (
+            # The run's own server (a workspace's, the demo's) is stopped as the run ends:
+            # nothing is left running, though nothing is cancelled either.
+            "l  leave them uncancelled: the rollout server this run started stops with it, "
+            "and they end with it\n"
+            if self.servers_stop_with_run
+            else "l  leave them running: the server fails each one when its polling lease expires\n"
+        )
         with DialogFrame():
             yield Static(
                 Text.assemble(
-                    (f"{self.in_flight} rollouts are still in flight.\n\n", "bold"),
+                    (f"{count}\n\n", "bold"),
                     "c  cancel them on the server, wait for them to end, then quit\n",
-                    "l  leave them running: the server fails each one when its polling "
-                    "lease expires\n",
+                    left,
                     "b  back to the dashboard",
                 )
             )

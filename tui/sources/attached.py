@@ -18,7 +18,7 @@ from core.eval.attach.client import ControlClient
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.folder import TRIALS_DIR
 from core.eval.results.metrics import Progress
-from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
 
 #: Why sending rollouts by hand is not offered here.
 NOT_FROM_HERE = "only the dashboard of the process that runs it can do that"
@@ -53,6 +53,10 @@ class AttachedSource:
     @property
     def detaches_on_quit(self) -> bool:
         return True
+
+    @property
+    def servers_stop_with_run(self) -> bool:
+        return False  # quitting only detaches: the run and its servers go on
 
     @property
     def read_only(self) -> bool:
@@ -110,7 +114,7 @@ class AttachedSource:
     def servers(self) -> list[ServerView]:
         servers = self.client.servers
         if not servers and not self.client.over:
-            return [ServerView("starting…", "starting")]
+            return [STARTING]
         return [
             ServerView(server.url, server.state, server.restarts, server.detail, server.watched)
             for server in servers

@@ -25,6 +25,10 @@ class ServerView:
     watched: bool = True
 
 
+STARTING = ServerView("servers", "starting")
+"""The header's place for the servers before the run has any: "○ servers starting"."""
+
+
 @dataclass(frozen=True)
 class RunEnding:
     """Why the work ended and how to go on from there: what the end banner says."""
@@ -115,6 +119,14 @@ class DashboardSource(Protocol):
     def detaches_on_quit(self) -> bool:
         """Quitting leaves the work going where it runs (a viewer attached to it): no
         question, nothing to wind down."""
+        ...
+
+    @property
+    def servers_stop_with_run(self) -> bool:
+        """The rollout servers are the run's own (a workspace's it launched, the demo's): they
+        stop when it ends, and a rollout left in flight ends with them. False when they live
+        on (`--server`, a replay, a viewer): a rollout left in flight runs until its lease
+        expires."""
         ...
 
     @property

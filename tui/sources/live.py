@@ -16,7 +16,7 @@ from core.eval.reporter import RunReport, work_item_rollouts
 from core.eval.results.metrics import Progress
 from core.eval.servers.pool import shown_state
 from core.rollout_record import RequestOptions
-from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
 
 
 class LiveSource:
@@ -75,6 +75,10 @@ class LiveSource:
     @property
     def detaches_on_quit(self) -> bool:
         return False
+
+    @property
+    def servers_stop_with_run(self) -> bool:
+        return self.plan.mode != "servers"
 
     @property
     def read_only(self) -> bool:
@@ -138,7 +142,7 @@ class LiveSource:
             # While the servers start: the step in progress, and its latest output line.
             step = self.session.startup_step
             if step is None:
-                return [ServerView("starting…", "starting")]
+                return [STARTING]
             return [ServerView(step.doing, "starting", detail=step.latest)]
         launched = self.plan.mode != "servers"
         return [

@@ -213,6 +213,10 @@ class ReplaySource:
         return False
 
     @property
+    def servers_stop_with_run(self) -> bool:
+        return False
+
+    @property
     def read_only(self) -> bool:
         return True
 

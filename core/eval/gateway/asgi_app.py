@@ -104,7 +104,44 @@ class RouteApp:
             body = await read_body(receive)
         except Disconnected:
             return  # gone before its body arrived: nobody to answer
-        await self._handler(RouteRequest(segment, headers, body, receive, send))
+        answering = _Answering(send)
+        try:
+            await self._handler(RouteRequest(segment, headers, body, receive, answering.send))
+        except asyncio.CancelledError:
+            # uvicorn cancels the calls still answering when the run stops its gateway (its
+            # graceful shutdown timed out: a rollout left in flight on an interrupt). That is
+            # the end of the call, not a fault: the rollout gets an end, and the terminal a
+            # traceback per call from uvicorn's "Exception in ASGI application" no more.
+            await answering.end_at_shutdown()
+
+
+class _Answering:
+    """`send`, and how far the answer it carries has gone: what a call cut short by the
+    gateway stopping still owes its caller."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.complete = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+        await self._send(message)
+
+    async def end_at_shutdown(self) -> None:
+        """A 503 when nothing was answered yet, the end of the body when part was; the
+        connection may be gone already, and then there is nobody to tell."""
+        try:
+            if not self.started:
+                body = json.dumps({"error": {"message": "the eval stopped its model gateway"}})
+                await send_whole(self._send, 503, body.encode(), [_JSON])
+            elif not self.complete:
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:
+            return
 
 
 async def _redirect(scope: Scope, send: Send, path: str) -> None:

@@ -218,10 +218,20 @@ def workspace_root(config_path: Path) -> Path:
     config in `configs/eval/`, but one anywhere inside the workspace works). A config outside
     any workspace: the folder holding its `configs/` folder, else its own folder."""
     folder = config_path.resolve().parent
+    workspace = enclosing_workspace(folder)
+    if workspace is not None:
+        return workspace
+    return folder.parent if folder.name == "configs" else folder
+
+
+def enclosing_workspace(folder: Path) -> Path | None:
+    """The workspace `folder` is in (absolute): the nearest folder at or above it that holds
+    both `rollouts/` and `configs/`; None outside any."""
+    folder = folder.resolve()
     for candidate in (folder, *folder.parents):
         if (candidate / "rollouts").is_dir() and (candidate / "configs").is_dir():
             return candidate
-    return folder.parent if folder.name == "configs" else folder
+    return None
 
 
 def _optional_string(table: Mapping[str, object], key: str) -> str | None:

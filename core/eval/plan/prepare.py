@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.gateway.upstream_choice import UpstreamChoice, choose_upstream
-from core.eval.plan.config import EvalConfig, load_config, workspace_root
+from core.eval.plan.config import EvalConfig, enclosing_workspace, load_config, workspace_root
 from core.eval.plan.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
 from core.eval.plan.secret_values import STDIN, available_values, read_secrets_file
 from core.eval.results.durable import describe_os_error
@@ -376,7 +376,7 @@ def _rooted(request: EvalRequest, root: Path | None) -> EvalRequest:
         return request
 
     def located(path: Path) -> Path:
-        return _near(path if path.is_absolute() else root / path)
+        return _located(path, root)
 
     secrets_file = request.secrets_file
     if secrets_file is not None and secrets_file != STDIN:
@@ -387,6 +387,20 @@ def _rooted(request: EvalRequest, root: Path | None) -> EvalRequest:
         dataset_file=None if request.dataset_file is None else located(request.dataset_file),
         secrets_file=secrets_file,
     )
+
+
+def results_root(output: Path | None, *, at: Path) -> Path:
+    """The results root `-o output` (None: the default) names for a command run in the folder
+    `at` that reads runs rather than making one (`runs`, `attach`): inside a workspace, taken
+    from its root, as a run of one of its configs takes it, wherever in it the command runs."""
+    given = output or DEFAULT_OUTPUT
+    workspace = enclosing_workspace(at)
+    return given if workspace is None else _located(given, workspace)
+
+
+def _located(path: Path, root: Path) -> Path:
+    """`path` taken from `root` when relative, as messages show it."""
+    return _near(path if path.is_absolute() else root / path)
 
 
 def _near(path: Path) -> Path:

@@ -287,10 +287,17 @@ async def test_requeue_cancels_the_rollout_and_journals_the_item_once_under_its_
     cancels = [t for t in lines if t["kind"] == "cancel_request" and t["rollout_id"] == old]
     assert cancels[-1]["disposition"] == "cancelled_running"
     details = {"new_rollout_id": new, "rollout_id": old, "row_index": 0, "run_index": 0}
-    assert run.logged() == [
+    requeued, *cancel = run.logged()
+    assert requeued == (
         "INFO [control] work item requeued: its rollout is cancelled and the item runs again "
         "under a new id " + json.dumps(details, separators=(",", ":"), sort_keys=True)
+    )
+    # The cancel it asks of the server, and the answer, as every cancel is logged.
+    assert [line.split(" {", 1)[0] for line in cancel] == [
+        "INFO [control] cancel asked of the rollout's server",
+        "INFO [control] its server answered the cancel: cancelled_running",
     ]
+    assert all(f'"rollout_id":"{old}"' in line for line in cancel)
 
 
 async def test_a_refused_requeue_quotes_the_id_it_was_given_escaped(tmp_path: Path) -> None:

@@ -125,3 +125,65 @@ def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     assert "second interrupt: exiting now" in stderr
     events = read_jsonl(folder / "events.jsonl")
     assert sorted(e["row_index"] for e in events) == list(range(FAST_ROWS))
+
+
+def test_a_run_stopped_before_any_result_says_so_and_repeats_the_flags_as_typed(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    rows = multiply_rows(2, metadata={"sleep": 20})
+    dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
+    folder = run_folder(tmp_path, "none")
+    run = start_eval(
+        *("--server", demo_server.url, "--dataset-file", str(dataset), "--name", "none"),
+        *("--agent-timeout", "15", "--pass-threshold", "1"),
+        cwd=tmp_path,
+    )
+    eventually_sync(
+        lambda: [
+            t
+            for t in read_jsonl(folder / "transitions.jsonl")
+            if t["kind"] == "status" and t["status"] == "running"
+        ][1:],
+        "both rows running",
+    )
+    run.send_signal(signal.SIGINT)
+    stdout, stderr = run.finish()
+    assert run.returncode == 1, stderr
+    # No result: no rate (0.0 % would read as every sample failing).
+    assert "│ Pass rate  │ - (no sample finished, threshold 1)" in stdout
+    assert "0/0 samples" not in stdout
+    # The resume hint repeats the flags as they were typed.
+    assert "--agent-timeout 15 --pass-threshold 1" in stdout + stderr
+    assert "15.0" not in stdout + stderr
+
+
+def test_ctrl_c_leaving_a_model_call_in_flight_prints_no_traceback(
+    tmp_path: Path, demo_server: ServedDemo
+) -> None:
+    # The row's model answer takes 30 s: at the interrupt its call is still in the gateway,
+    # which stops with the run (uvicorn cancels what its graceful stop did not see end).
+    dataset = write_jsonl(tmp_path / "rows.jsonl", multiply_rows(1, metadata={"stub": "slow:30"}))
+    folder = run_folder(tmp_path, "leave")
+    run = start_eval(
+        *("--server", demo_server.url, "--dataset-file", str(dataset), "--name", "leave"),
+        *("--on-interrupt", "leave"),
+        cwd=tmp_path,
+    )
+    running = eventually_sync(
+        lambda: [
+            t["rollout_id"]
+            for t in read_jsonl(folder / "transitions.jsonl")
+            if t["kind"] == "status" and t["status"] == "running"
+        ],
+        "the row running",
+    )
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.finish()
+    cancel_on_server(demo_server, set(running))
+    assert run.returncode == 1, stderr
+    # The call was in flight when the gateway stopped (else this test would prove nothing).
+    (call,) = read_jsonl(folder / "calls.jsonl")
+    assert call["rollout_id"] == running[0] and call["error"], call
+    assert "Traceback" not in stderr, stderr
+    assert "Exception in ASGI application" not in stderr, stderr
+    assert len([line for line in stderr.splitlines() if "graceful shutdown" in line]) <= 1

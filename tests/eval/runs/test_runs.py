@@ -192,6 +192,35 @@ def test_runs_under_an_empty_or_missing_root(tmp_path: Path) -> None:
     assert json.loads(answer.stdout)["runs"] == []
 
 
+def test_runs_and_attach_find_the_workspaces_runs_from_any_folder_in_it(tmp_path: Path) -> None:
+    # A workspace in the official layout; `eval configs/eval/x.toml` keeps its runs under
+    # the workspace root, wherever in it the command runs.
+    workspace = tmp_path / "workspace"
+    for folder in ("configs/eval", "rollouts/demo/src"):
+        (workspace / folder).mkdir(parents=True)
+    official_run(workspace / EVALS, "calm-raven-12")
+    deep = workspace / "rollouts" / "demo" / "src"
+
+    found = runs(deep, "--json")
+    assert found.returncode == 0, found.stderr
+    document = json.loads(found.stdout)
+    assert document["root"] == str((workspace / EVALS).absolute())
+    assert [run["name"] for run in document["runs"]] == ["calm-raven-12"]
+    # -o is the workspace's too, as eval takes it with a config.
+    assert json.loads(runs(deep, "--json", "-o", str(EVALS)).stdout) == document
+
+    # attach finds the run (and says it is over), rather than no run of the name.
+    attached = run_osmosis("attach", "calm-raven-12", cwd=deep)
+    assert attached.returncode == 1, attached.stderr
+    assert "calm-raven-12" in attached.stderr
+    assert "neither a run folder" not in attached.stderr
+
+    # Outside any workspace, the current folder's, as before.
+    (tmp_path / "elsewhere").mkdir()
+    alone = json.loads(runs(tmp_path / "elsewhere", "--json").stdout)
+    assert alone == {"root": str((tmp_path / "elsewhere" / EVALS).absolute()), "runs": []}
+
+
 def _strict_json(text: str) -> Any:
     """JSON as the standard has it: `Infinity` and `NaN` are no JSON."""
 
