@@ -145,10 +145,13 @@ class RunServices:
             # The pool logs its own events; the front end is told as well.
             on_event=lambda slot, event: self._tell(f"server {slot.url} {event}"),
         )
+        stack.push_async_callback(pool.aclose)
+        # Shown once each server's state is known: before its first /health answer a server
+        # that never answers would read as up.
+        self._stage(f"reading /health of {', '.join(urls)}")
+        await pool.probe_all()
         self.pool = pool
         self.step = None  # the servers are there to show
-        stack.push_async_callback(pool.aclose)
-        await pool.probe_all()
         return gateway, pool
 
     async def _start_event_receiver(self, stack: AsyncExitStack) -> EventReceiver:

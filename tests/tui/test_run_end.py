@@ -130,7 +130,7 @@ async def test_the_embedded_demo_server_shows_as_stopped_once_the_run_is_over(
         await source.close()
 
 
-async def test_the_header_says_the_servers_are_starting_once(tmp_path: Path) -> None:
+async def test_a_server_being_first_read_is_said_and_not_shown_up(tmp_path: Path) -> None:
     # A server that takes connections and never answers: the run waits for its health, and
     # the header holds the servers' place meanwhile.
     silent = socket.socket()
@@ -148,11 +148,13 @@ async def test_the_header_says_the_servers_are_starting_once(tmp_path: Path) -> 
     app = create_app(source, export_dir=tmp_path)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: "starting" in text_of(app.header))
+            await until(pilot, lambda: "/health" in text_of(app.header))
             header = text_of(app.header)
             await source.interrupt(cancel_in_flight=False)
     finally:
         await source.close()
         silent.close()
-    assert "○ servers starting" in header
-    assert header.count("starting") == 1
+    # The step in progress, once, and the server not shown as up before it answered.
+    assert f"◌ reading /health of {url}" in header
+    assert "starting" not in header
+    assert "●" not in header
