@@ -22,10 +22,11 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from core.iso_time import utc_moment
 from core.regular_file import open_regular, read_at_most
 from core.types import (
     MAX_PREVIEW_BYTES,
@@ -228,7 +229,7 @@ def _parse(data: bytes) -> Transcript:
     return Transcript(
         origin="preview",
         preview_version=_count(metadata.get("preview_version")),
-        updated_at=_instant(metadata.get("updated_at")),
+        updated_at=utc_moment(metadata.get("updated_at")),
         status=_short(metadata.get("status")),
         turn=_count(metadata.get("turn")),
         truncated=metadata.get("truncated") is True or clipped.any,
@@ -428,16 +429,6 @@ def _short(value: object) -> str | None:
 def _count(value: object) -> int | None:
     # bool is an int subclass, and `true` is not a version or a turn.
     return value if type(value) is int and value >= 0 else None
-
-
-def _instant(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 # -- following a preview file -----------------------------------------------------------------

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from core.iso_time import utc_moment
 from core.regular_file import read_document
 
 MAX_NESTING = 128
@@ -115,18 +116,6 @@ def bool_of(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def utc_moment(value: object) -> datetime | None:
-    """An ISO-8601 time (`…Z` or with an offset; without one, UTC) as an aware datetime;
-    None when it is none."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
-
 def utc_time(value: object) -> datetime | None:
     """An ISO-8601 time (as `utc_moment` reads it) in UTC; None when it is none, or lies past
     the calendar's ends there (year 1 with an offset east of UTC, year 9999 with one west)."""
@@ -166,6 +155,5 @@ __all__ = [
     "load_json_file",
     "text_of",
     "too_deep",
-    "utc_moment",
     "utc_time",
 ]

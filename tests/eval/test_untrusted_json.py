@@ -20,8 +20,8 @@ from core.eval.untrusted_json import (
     load_json,
     text_of,
     too_deep,
-    utc_moment,
 )
+from core.iso_time import utc_moment
 from core.types import RolloutInitRequest
 
 
