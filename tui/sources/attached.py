@@ -16,6 +16,7 @@ from shlex import quote
 
 from core.eval.attach.client import ControlClient
 from core.eval.dispatch_gate import DispatchState
+from core.eval.duration_text import duration
 from core.eval.results.folder import TRIALS_DIR
 from core.eval.results.metrics import Progress
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
@@ -40,7 +41,12 @@ class AttachedSource:
     def subtitle(self) -> str:
         run = self.client.run
         by = f" (process {run.pid})" if run.pid is not None else ""
-        return f"attached{by} · model {run.model} · dataset {run.dataset} · rollout {run.rollout}"
+        described = f"model {run.model} · dataset {run.dataset} · rollout {run.rollout}"
+        silent = self.client.silent_for()
+        if silent is not None:
+            # Its clock here runs on: say that nothing is heard (SIGSTOPped, or blocked).
+            return f"attached{by} · no word from the run for {duration(silent)} · {described}"
+        return f"attached{by} · {described}"
 
     @property
     def playback(self) -> None:

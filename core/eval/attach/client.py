@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from core.eval.attach.mirror import BoardMirror
 from core.eval.attach.protocol import (
     MAX_RUN_LINE,
     PROTOCOL_VERSION,
+    SILENT_AFTER_SEC,
     ProtocolViolation,
     decode,
     dict_of,
@@ -149,6 +151,9 @@ class ControlClient:
         self._next_request = 0
         self._forwarding: set[asyncio.Task[Any]] = set()
         self._detached = False
+        #: When the run last said anything (this process's clock): it says something at
+        #: least every `HEARTBEAT_SEC` while it is live.
+        self.heard_at = time.monotonic()
 
     # -- connecting ----------------------------------------------------------------------------
 
@@ -199,6 +204,13 @@ class ControlClient:
 
     # -- following -----------------------------------------------------------------------------
 
+    def silent_for(self) -> float | None:
+        """How long the live run has said nothing, once that is longer than its heartbeats
+        allow (`SILENT_AFTER_SEC`: stopped, or its loop blocked); None while it talks or once
+        it is over."""
+        quiet = time.monotonic() - self.heard_at
+        return quiet if quiet >= SILENT_AFTER_SEC and not self.over else None
+
     @property
     def over(self) -> bool:
         """The run has ended, or the connection to it has."""
@@ -216,6 +228,7 @@ class ControlClient:
                         self.lost = str(exc)
                         self.servers = [server.orphaned() for server in self.servers]
                     return
+                self.heard_at = time.monotonic()
                 kind = message.get("type")
                 if kind in ("changes", "records", "end"):
                     self.mirror.apply(list_of(message.get("records")))

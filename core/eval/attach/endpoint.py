@@ -27,6 +27,7 @@ from typing import Any
 from core.board import ChangeFeed
 from core.eval.attach.protocol import (
     ACTIONS,
+    HEARTBEAT_SEC,
     MAX_ACTION_IDS,
     MAX_VIEWER_LINE,
     PROTOCOL_VERSION,
@@ -285,6 +286,7 @@ class ControlEndpoint:
         """Send what changes until the run ends (then say why) or the viewer leaves."""
         board = self.session.board
         sent_state = encode(state)
+        sent_at = time.monotonic()
         while not actions.done():
             ending = self._ending
             batch = feed.take()
@@ -303,8 +305,13 @@ class ControlEndpoint:
             if encoded != sent_state:
                 message["state"] = state
                 sent_state = encoded
-            if message["records"] or "state" in message:
+            if (
+                message["records"]
+                or "state" in message
+                or time.monotonic() - sent_at >= HEARTBEAT_SEC
+            ):
                 await self._send(writer, message)
+                sent_at = time.monotonic()
             if ending is not None:
                 await self._send(writer, {"type": "end", "ending": ending, "state": state})
                 return

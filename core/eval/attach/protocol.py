@@ -11,7 +11,9 @@ run's board started (`t`); each side maps them onto its own clock. Version 1:
                     "state": STATE, "records": N}
                    {"type": "records", "records": [RECORD, ...]}  until N records were sent
     run → viewer   {"type": "changes", "elapsed": t, "records": [RECORD, ...], "state": STATE}
-                   a few times a second while something changed ("state" only when it did)
+                   a few times a second while something changed ("state" only when it did),
+                   and at least once every `HEARTBEAT_SEC` (with no records) while nothing
+                   did: a viewer that hears nothing for longer knows the run is not answering
     run → viewer   {"type": "end", "ending": ENDING, "state": STATE}: the run is over (after
                    its last changes); the run hangs up
 
@@ -109,6 +111,13 @@ MAX_RUN_LINE = 256 << 20
 #: The most rollout ids one `cancel` or `untrack` may name: a dashboard's whole selection is
 #: seldom more, and each id of a cancel is a request to a server and two journal lines.
 MAX_ACTION_IDS = 4096
+#: The longest a live run stays silent to its viewers: nothing changing, it still says so this
+#: often, so that a viewer hearing nothing for longer can say the run is not answering (stopped
+#: with SIGSTOP, or its loop blocked) instead of showing a clock that runs on.
+HEARTBEAT_SEC = 1.0
+#: How long a viewer hears nothing before it says so: a few heartbeats, so that a busy run's
+#: late one is not taken for silence.
+SILENT_AFTER_SEC = 4.0
 #: The actions a viewer may send.
 ACTIONS = ("cancel", "untrack", "requeue", "pause", "resume", "max_in_flight")
 

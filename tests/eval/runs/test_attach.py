@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from core.eval.attach.client import ControlActionError, ControlClient
-from core.eval.attach.protocol import MAX_ACTION_IDS
+from core.eval.attach.protocol import MAX_ACTION_IDS, SILENT_AFTER_SEC
 from core.eval.dispatch_gate import DispatchState
 from core.types import TERMINAL_STATUSES, RolloutStatus
 from server_stub.demo import STUCK_SLEEP_SEC, demo_rows
@@ -460,3 +460,32 @@ async def test_a_killed_runs_servers_are_no_longer_shown_as_watched(
 
 def in_flight(app: DashboardApp) -> set[str]:
     return {r.rollout_id for r in app.board if r.status == RolloutStatus.RUNNING}
+
+
+async def test_a_stopped_run_is_said_to_be_silent_and_heard_again_once_it_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A run stopped with SIGSTOP keeps its socket open and says nothing: the attached
+    dashboard says so instead of a clock that runs on, and stops saying it once the run is
+    continued (nothing changing, a live run still says so every `HEARTBEAT_SEC`)."""
+    name = "stopped"
+    run, folder = start_stuck_demo(tmp_path, name)
+    try:
+        await served(run, folder)
+        app = await dashboard(folder, tmp_path)
+        async with app.run_test(size=(160, 24)) as pilot:
+            header = app.query_one(RunHeader)
+            await until(pilot, lambda: in_flight(app), timeout=ATTACH_TIMEOUT_SEC)
+            # Its stuck rows change nothing for a while: the heartbeats alone keep it heard.
+            await pilot.pause(SILENT_AFTER_SEC + 1)
+            assert "no word from the run" not in text_of(header)
+            run.send_signal(signal.SIGSTOP)
+            await until(pilot, lambda: "no word from the run for" in text_of(header))
+            assert not app.source.finished  # silent, not gone: the socket is still open
+            run.send_signal(signal.SIGCONT)
+            await until(pilot, lambda: "no word from the run" not in text_of(header))
+    finally:
+        run.send_signal(signal.SIGCONT)
+        if run.process.poll() is None:
+            run.send_signal(signal.SIGKILL)
+            run.finish()
