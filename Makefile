@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[test,litellm]'
 	touch $(STAMP)
 
+# The zero-setup demo. Its exit status 1 says that work items are pending (the stuck rows its
+# tour cancels, or a quit), which its end says in words; only another status is make's failure.
 run: $(STAMP)
-	$(BIN)/osmosis-tui eval
+	$(BIN)/osmosis-tui eval || [ $$? -eq 1 ]
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -26,6 +26,7 @@ from core.eval.plan.prepare import EvalPlan
 from core.eval.results.records import ItemResult
 from core.eval.safe_text import terminal_safe
 from core.eval.summary import EvalSummary
+from core.types import RolloutStatus
 
 OutputMode = Literal["rich", "plain", "json"]
 #: Failed rows listed at the end of a run; the rest are counted (index.jsonl has them all).
@@ -48,11 +49,6 @@ def item_line(result: ItemResult, done: int, total: int) -> str:
     )
 
 
-def work_item_rollouts(board: RolloutBoard) -> int:
-    """The rollouts a run started for its work items (hand-made ones on the dashboard aside)."""
-    return sum(1 for record in board if not record.manual)
-
-
 def display_path(path: Path) -> str:
     """A path as the user reads it: from the current directory when inside it, else absolute."""
     absolute = path.absolute()
@@ -72,6 +68,21 @@ class RunReport:
     """Rollouts this invocation started for work items."""
     rerun: str
     """The command that repeats this run's inputs, without `--name` (shell-quoted)."""
+    cancelled_pending: int = 0
+    """Work items left pending because the user cancelled their rollout (from a dashboard or
+    a viewer): a cancelled rollout has no result."""
+
+    @classmethod
+    def of(cls, summary: EvalSummary, plan: EvalPlan, board: RolloutBoard, rerun: str) -> RunReport:
+        """The report of the run whose board is `board` (hand-made rollouts aside)."""
+        items = [record for record in board if not record.manual]
+        cancelled = {
+            (record.row_index, record.run_index)
+            for record in items
+            if record.status == RolloutStatus.CANCELLED and record.cancels
+        }
+        pending = cancelled - summary.results.keys()
+        return cls(summary, plan, len(items), rerun, len(pending))
 
     def message(self) -> str:
         summary = self.summary
@@ -83,6 +94,14 @@ class RunReport:
             return f"Run {name} finished: {where}"
         if summary.cancelled:
             return f"Run {name} interrupted: {where}"
+        cancelled = self.cancelled_pending
+        if cancelled and cancelled == summary.pending and summary.problem is None:
+            # What the user did (the demo's stuck rows cancelled), not a failure of the run.
+            items = "work item" if cancelled == 1 else "work items"
+            return (
+                f"Run {name} ended with the {cancelled} {items} you cancelled left pending "
+                f"(a cancelled rollout has no result): {where}"
+            )
         return f"Run {name} stopped before every work item finished: {where}"
 
     def hints(self) -> list[str]:

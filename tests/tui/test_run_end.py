@@ -55,6 +55,28 @@ async def test_a_finished_run_stops_its_clock_and_says_so(live_eval: LiveFactory
             assert drawn(app) == before
 
 
+async def test_a_run_ending_with_only_the_items_the_user_cancelled_says_so(
+    live_eval: LiveFactory,
+) -> None:
+    """The demo's flagship flow, cancelling its stuck rows, ends with them pending (a cancelled
+    rollout has no result): said as what the user did, not as a run that stopped short."""
+    async with live_eval([row(**IN_FLIGHT), row()]) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await running_rollout(pilot, app)
+            await pilot.press("c")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            await until(pilot, lambda: banner(app) != "", timeout=15)
+            said = " ".join(banner(app).split())
+    assert (
+        "Run live ended with the 1 work item you cancelled left pending "
+        "(a cancelled rollout has no result)" in said
+    ), said
+    assert "stopped before every work item finished" not in said
+    assert "Resume the pending work items" in said
+
+
 async def test_a_run_whose_only_server_died_says_why_and_how_to_resume(
     live_eval: LiveFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

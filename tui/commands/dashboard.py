@@ -10,7 +10,7 @@ from typing import Any
 
 from core.eval import EvalPlan
 from core.eval.gc_tuning import settled_for_a_run
-from core.eval.reporter import OutputMode, RunReport, print_report, work_item_rollouts
+from core.eval.reporter import OutputMode, RunReport, print_report
 from tui.app import DashboardApp, create_app
 from tui.commands import exit_codes
 from tui.commands.std_streams import forgiving_std_streams
@@ -50,7 +50,7 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
     # The terminal may be gone (the signal that ended the app was its hang-up): the report
     # is lost then, never the exit status.
     with forgiving_std_streams(f"its results are in {summary.folder}"):
-        print_report(RunReport(summary, plan, work_item_rollouts(source.board), rerun), mode)
+        print_report(RunReport.of(summary, plan, source.board, rerun), mode)
     return exit_codes.OK if summary.status == "complete" else exit_codes.NOT_DONE
 
 

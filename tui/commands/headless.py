@@ -16,7 +16,6 @@ from core.eval.reporter import (
     OutputMode,
     RunReport,
     display_path,
-    work_item_rollouts,
 )
 from core.eval.results.folder import LOGS_FILE
 from core.eval.servers.launcher import kill_launched_servers
@@ -99,5 +98,5 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
             with contextlib.suppress(asyncio.CancelledError):
                 await following
             follower.drain()
-    reporter.finish(RunReport(summary, plan, work_item_rollouts(session.board), rerun))
+    reporter.finish(RunReport.of(summary, plan, session.board, rerun))
     return exit_codes.OK if summary.status == "complete" else exit_codes.NOT_DONE

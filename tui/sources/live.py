@@ -12,7 +12,7 @@ from core.eval.attach.endpoint import ControlEndpoint
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.gateway.errors import GatewayError
-from core.eval.reporter import RunReport, work_item_rollouts
+from core.eval.reporter import RunReport
 from core.eval.results.metrics import Progress
 from core.eval.servers.pool import shown_state
 from core.rollout_record import RequestOptions
@@ -104,9 +104,7 @@ class LiveSource:
         if self._ending is None and self.ended:
             summary = self.summary
             if summary is not None:
-                report = RunReport(
-                    summary, self.plan, work_item_rollouts(self.board), self.rerun_command
-                )
+                report = RunReport.of(summary, self.plan, self.board, self.rerun_command)
                 self._ending = RunEnding(
                     report.message(), summary.problem, tuple(report.hints()), summary.complete
                 )

@@ -41,7 +41,7 @@ from core.eval.attach.protocol import (
     version_problem,
 )
 from core.eval.attach.unix_socket import BoundSocket, ControlSocketError, peer_uid
-from core.eval.reporter import RunReport, work_item_rollouts
+from core.eval.reporter import RunReport
 from core.eval.runner import ControlRefused
 from core.eval.servers.pool import shown_state
 from core.eval.session import EvalSession
@@ -130,7 +130,7 @@ class ControlEndpoint:
                 "complete": False,
             }
         session = self.session
-        report = RunReport(summary, session.plan, work_item_rollouts(session.board), self.rerun)
+        report = RunReport.of(summary, session.plan, session.board, self.rerun)
         return {
             "reason": report.message(),
             "problem": summary.problem,

@@ -152,7 +152,8 @@ async def test_dashboards_attached_to_a_headless_run_watch_it_cancel_and_detach(
             await until(pilot, lambda: last.end_banner.display, timeout=ATTACH_TIMEOUT_SEC)
             ending = last.source.ending
             assert ending is not None
-            assert f"Run {name} stopped before every work item finished" in ending.reason
+            # The one row left is the one cancelled from the first dashboard: what it did.
+            assert f"Run {name} ended with the 1 work item you cancelled" in ending.reason
             assert any(f"--name {name}" in step for step in ending.next_steps)
             # The run's commands hold in its directory, not in this viewer's.
             assert ending.next_steps[-1] == f"Run these from the run's directory: cd {tmp_path}"
