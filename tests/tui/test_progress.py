@@ -75,29 +75,6 @@ async def run_first(
         await first.source.session.run()
 
 
-async def test_a_resumed_run_counts_no_rate_from_the_results_it_carried_over(
-    live_eval: LiveFactory,
-) -> None:
-    """Three items finished before the resume: the rate and the ETA are this session's, so
-    `ETA —` while its only item runs, and the sparkline's first bucket stays empty."""
-    rows = [row(), row(), row(), row(**IN_FLIGHT)]
-    async with live_eval(rows) as first:  # interrupted with the last item in flight
-        session = first.source.session
-        running = asyncio.ensure_future(session.run())
-        await eventually(lambda: len(session.results) == 3, "three items finished")
-        await session.interrupt(cancel_in_flight=True)
-        await running
-    async with live_eval(rows) as live:
-        app = make_app(live)
-        async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: "running 1" in strip(app))
-            await until(pilot, lambda: "done/5s" in strip(app), timeout=15)
-            said = strip(app)
-            assert "3/4" in said and "ETA —" in said and not eta_number(app)
-            # Every bucket at the bottom: nothing finished in this session.
-            assert re.search(r"done/5s ▁+ failures", said), said
-
-
 async def interrupted_with_one_in_flight(
     live_eval: LiveFactory, rows: list[dict[str, object]]
 ) -> None:
@@ -109,6 +86,24 @@ async def interrupted_with_one_in_flight(
         await eventually(lambda: len(session.results) == len(rows) - 1, "the others finished")
         await session.interrupt(cancel_in_flight=True)
         await running
+
+
+async def test_a_resumed_run_counts_no_rate_from_the_results_it_carried_over(
+    live_eval: LiveFactory,
+) -> None:
+    """Three items finished before the resume: the rate and the ETA are this session's, so
+    `ETA —` while its only item runs, and the sparkline's first bucket stays empty."""
+    rows = [row(), row(), row(), row(**IN_FLIGHT)]
+    await interrupted_with_one_in_flight(live_eval, rows)
+    async with live_eval(rows) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "running 1" in strip(app))
+            await until(pilot, lambda: "done/5s" in strip(app), timeout=15)
+            said = strip(app)
+            assert "3/4" in said and "ETA —" in said and not eta_number(app)
+            # Every bucket at the bottom: nothing finished in this session.
+            assert re.search(r"done/5s ▁+ failures", said), said
 
 
 async def test_a_resumed_runs_chips_and_failures_count_the_run_with_this_sessions_share(
