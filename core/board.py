@@ -42,7 +42,13 @@ from core.rollout_record import (
     RequestOptions,
     RolloutRecord,
 )
-from core.types import PHASE_ORDER, TERMINAL_STATUSES, RolloutResultResponse, RolloutStatus
+from core.types import (
+    PHASE_ORDER,
+    TERMINAL_STATUSES,
+    RolloutResultResponse,
+    RolloutStatus,
+    failure_category,
+)
 
 _RUNNING = RolloutStatus.RUNNING
 _UP_TO_RUNNING = frozenset({RolloutStatus.QUEUED, _RUNNING})
@@ -487,7 +493,7 @@ class RolloutBoard:
             category = "not admitted"
         elif record.status == RolloutStatus.FAILURE and record.latest_result is not None:
             result = record.latest_result
-            category = result.err_category.value if result.err_category else "other"
+            category = failure_category(result.err_category)
         else:
             return
         self._failure_counted.add(record.rollout_id)

@@ -84,6 +84,20 @@ class RolloutErrorCategory(_StrEnum):
     INTERNAL_ERROR = "internal_error"
 
 
+#: The failures-by-category name of a failure whose result gives no category (its message
+#: alone): the board's and a resumed run's carried-over results' alike.
+UNCATEGORISED_FAILURE = "other"
+
+
+def failure_category(name: str | None) -> str:
+    """A failure's category for the failures-by-category counts: a `RolloutErrorCategory`
+    value as it is, anything else (a message, a reason the runner gave) `other`."""
+    return str(name) if name in _CATEGORY_VALUES else UNCATEGORISED_FAILURE
+
+
+_CATEGORY_VALUES = frozenset(category.value for category in RolloutErrorCategory)
+
+
 class CancelDisposition(_StrEnum):
     NOT_FOUND = "not_found"
     CANCELLED_QUEUED = "cancelled_queued"

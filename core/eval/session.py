@@ -168,7 +168,7 @@ class EvalSession:
         runner = self._runner
         # An item run again is not done until it finishes again (its old result is replaced).
         results = [r for key, r in self.results.items() if key not in self._retried]
-        carried = len(self._carried)
+        carried = [self.results[key] for key in self._carried]
         if runner is None:  # nothing was sent yet: every item without a result waits
             return progress(
                 results,

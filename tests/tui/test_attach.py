@@ -39,6 +39,7 @@ from tests.tui.helpers import (
     text_of,
     until,
 )
+from tests.tui.test_progress import interrupted_with_one_in_flight
 from tui.app import DashboardApp, create_app
 from tui.bindings import help_lines
 from tui.screens.dialogs import ConfirmScreen, QuitScreen
@@ -86,6 +87,23 @@ async def test_an_attached_dashboard_shows_what_the_runs_board_shows(
             assert "live" in header and "attached" in header
             for rollout_id in run_board.records:
                 assert rollout_id[:10] in row_text(app, rollout_id)
+
+
+async def test_an_attached_dashboard_counts_a_resumed_runs_carried_over_results(
+    live_eval: LiveFactory,
+) -> None:
+    """The chips and the failures line of a resumed run count what it carried over, on the
+    viewer as on the run: the protocol's progress carries them."""
+    rows = [row(), row(**{"raise": "runtime"}), row(**IN_FLIGHT)]
+    await interrupted_with_one_in_flight(live_eval, rows)
+    async with live_eval(rows) as live, running(live):
+        await eventually(lambda: live.source.board.counts()["running"] == 1, "one in flight")
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.source.progress() == live.source.progress())
+            said = " ".join(text_of(app.summary).split())
+            assert "success 1 (0 now)" in said and "failure 1 (0 now)" in said, said
+            assert "failures agent_error 1" in said, said
 
 
 async def test_cancel_and_untrack_from_an_attached_dashboard_act_on_the_run(

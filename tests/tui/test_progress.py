@@ -75,18 +75,26 @@ async def run_first(
         await first.source.session.run()
 
 
+async def interrupted_with_one_in_flight(
+    live_eval: LiveFactory, rows: list[dict[str, object]]
+) -> None:
+    """A first invocation, stopped once every row but the last (asleep) has its result (its
+    source's run: its control socket closes with it)."""
+    async with live_eval(rows) as first:
+        session = first.source.session
+        running = asyncio.ensure_future(first.source.run())
+        await eventually(lambda: len(session.results) == len(rows) - 1, "the others finished")
+        await session.interrupt(cancel_in_flight=True)
+        await running
+
+
 async def test_a_resumed_run_counts_no_rate_from_the_results_it_carried_over(
     live_eval: LiveFactory,
 ) -> None:
     """Three items finished before the resume: the rate and the ETA are this session's, so
     `ETA —` while its only item runs, and the sparkline's first bucket stays empty."""
     rows = [row(), row(), row(), row(**IN_FLIGHT)]
-    async with live_eval(rows) as first:  # interrupted with the last item in flight
-        session = first.source.session
-        running = asyncio.ensure_future(session.run())
-        await eventually(lambda: len(session.results) == 3, "three items finished")
-        await session.interrupt(cancel_in_flight=True)
-        await running
+    await interrupted_with_one_in_flight(live_eval, rows)
     async with live_eval(rows) as live:
         app = make_app(live)
         async with app.run_test(size=SIZE) as pilot:
@@ -96,6 +104,26 @@ async def test_a_resumed_run_counts_no_rate_from_the_results_it_carried_over(
             assert "3/4" in said and "ETA —" in said and not eta_number(app)
             # Every bucket at the bottom: nothing finished in this session.
             assert re.search(r"done/5s ▁+ failures", said), said
+
+
+async def test_a_resumed_runs_chips_and_failures_count_the_run_with_this_sessions_share(
+    live_eval: LiveFactory,
+) -> None:
+    """Two successes and a failure carried over: the chips count them beside `3/4` (not
+    `success 0`, `failures none`), and say how many are on this session's board: what the
+    status filter shows."""
+    rows = [row(), row(), row(**{"raise": "runtime"}), row(**IN_FLIGHT)]
+    await interrupted_with_one_in_flight(live_eval, rows)
+    async with live_eval(rows) as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "running 1" in strip(app))
+            said = strip(app)
+            assert "3/4" in said
+            assert "success 2 (0 now)" in said and "failure 1 (0 now)" in said, said
+            assert "failures agent_error 1" in said, said
+            await pilot.press("4")  # the success chip's filter: what its `now` says
+            await until(pilot, lambda: not app.table.order)
 
 
 async def test_a_retry_failed_run_counts_the_items_it_runs_again_as_not_done(

@@ -15,6 +15,7 @@ from core.board import RolloutBoard
 from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
 from core.rollout_record import NOT_ADMITTED
+from core.types import RolloutStatus
 from tui.sources.base import ServerView
 from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, money, one_line, plain
 
@@ -196,7 +197,7 @@ class SummaryStrip(Static):
         variants = [
             _chips(
                 counts,
-                progress.not_dispatched,
+                progress,
                 with_zeros=with_zeros,
                 not_admitted=not_admitted,
             )
@@ -234,7 +235,8 @@ class SummaryStrip(Static):
             bar.append(label, "dim")
             bar.append(spark, "cyan")
 
-        failures = board.failures_by_category()
+        # The run's failures: this session's (on the board) and those carried over.
+        failures = board.failures_by_category() + Counter(progress.carried_failures)
         failed = Text(no_wrap=True, overflow="ellipsis")
         failed.append("failures ", "dim")
         if not failures:
@@ -285,9 +287,17 @@ class SummaryStrip(Static):
 
 
 def _chips(
-    counts: Counter[str], not_dispatched: int, *, with_zeros: bool, not_admitted: bool
+    counts: Counter[str], progress: Progress, *, with_zeros: bool, not_admitted: bool
 ) -> Text:
+    """The run's count per status: a resume's results carried over are on no board of this
+    session, so they are added to the board's, which the status filters show; the board's
+    share is then said (`success 222 (130 now)`), the rows a filter on the status shows."""
     chips = Text(no_wrap=True, overflow="ellipsis")
+    not_dispatched = progress.not_dispatched
+    carried: dict[str, int] = {
+        RolloutStatus.SUCCESS: progress.carried_success,
+        RolloutStatus.FAILURE: progress.carried_failed,
+    }
     # First: what the table cannot show, as no rollout exists for it yet.
     if not_dispatched or with_zeros:
         style = "bold" if not_dispatched else "dim"
@@ -295,12 +305,16 @@ def _chips(
         chips.append(f"{not_dispatched}", style)
         chips.append("  ")
     for name in CHIPS:
-        count = counts.get(name, 0)
+        now = counts.get(name, 0)
+        before = carried.get(name, 0)
+        count = now + before
         if not count and not with_zeros:
             continue
         style = STATUS_STYLES.get(name, "yellow") if count else "dim"
         chips.append(f"{name} ", style)
         chips.append(f"{count}", f"bold {style}" if count else "dim")
+        if before:
+            chips.append(f" ({now} now)", "dim")
         chips.append("  ")
     if not_admitted and counts.get(NOT_ADMITTED):
         chips.append(f"not admitted {counts[NOT_ADMITTED]}", "bold red")

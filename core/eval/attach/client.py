@@ -41,7 +41,7 @@ from core.eval.results.metrics import Progress
 from core.eval.safe_text import replace_unsafe
 from core.eval.untrusted_json import bool_of, float_of, int_of, text_of
 from core.rollout_record import RolloutRecord
-from core.types import CancelRolloutsResponse
+from core.types import CancelRolloutsResponse, failure_category
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,20 @@ def _progress(state: dict[str, Any]) -> Progress:
         overdue=count("overdue"),
         not_dispatched=count("not_dispatched"),
         carried=count("carried"),
+        carried_success=count("carried_success"),
+        carried_failures=_carried_failures(state.get("carried_failures")),
     )
+
+
+def _carried_failures(value: object) -> dict[str, int]:
+    """Counts per failure category; a name that is none (nor `other`) is left out, so what
+    reaches the screen is one of the names the dashboard itself counts by."""
+    failures: dict[str, int] = {}
+    for name, count in dict_of(value).items():
+        number = int_of(count)
+        if failure_category(name) == name and number is not None and number > 0:
+            failures[name] = number
+    return failures
 
 
 class ControlClient:

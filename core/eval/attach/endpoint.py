@@ -188,6 +188,8 @@ class ControlEndpoint:
                 "overdue": progress.overdue,
                 "not_dispatched": progress.not_dispatched,
                 "carried": progress.carried,
+                "carried_success": progress.carried_success,
+                "carried_failures": dict(progress.carried_failures),
             },
             "servers": servers,
             "model": {

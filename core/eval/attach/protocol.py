@@ -48,7 +48,9 @@ latter null without live previews), `local_run_id`, `pid` (the run's process), `
 (the manifest's: ISO 8601 UTC), `cwd` (the run's working directory, absolute: its ENDING's
 paths and commands are relative to it; added in version 1, a viewer may find it missing).
 
-STATE: `progress` (`core.eval.results.metrics.Progress`'s fields), `servers` (`url`, `state`,
+STATE: `progress` (`core.eval.results.metrics.Progress`'s fields; `carried_success` and
+`carried_failures` (category → count) came within version 1, a viewer that finds none counts
+no carried-over result of either), `servers` (`url`, `state`,
 `restarts`, `detail`, `watched`, `launched`: the run started it, so it stops with the run's
 process), `model` (the board's `calls`, `tokens`, `cost_usd`), `dispatch` (DISPATCH).
 `dispatch` and `launched` came after the others within version 1: they are additive, a viewer

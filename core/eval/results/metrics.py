@@ -33,6 +33,7 @@ while it runs), `started_at` (this invocation's start) and `completed_at` (only 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,6 +41,7 @@ from typing import Any, Literal
 from core.eval.results import reward_stats
 from core.eval.results.records import ItemResult
 from core.eval.untrusted_json import is_number
+from core.types import failure_category
 
 RunState = Literal["running", "finished", "incomplete"]
 
@@ -190,6 +192,17 @@ class Progress:
     carried: int = 0
     """Of `done`, the results carried over from before this invocation (a resume): they
     finished then, so no rate of this session's is counted from them."""
+    carried_success: int = 0
+    """Of `carried`, those whose rollout ended `success` (a removed sample's too). Neither
+    they nor the failed ones are on this session's board: the summary's status chips add
+    them to the board's counts, so that the chips count the run, as the progress does."""
+    carried_failures: Mapping[str, int] = field(default_factory=dict)
+    """Of `carried`, the failed ones per failure category (`core.types.failure_category`),
+    for the summary's failures line."""
+
+    @property
+    def carried_failed(self) -> int:
+        return sum(self.carried_failures.values())
 
     @property
     def done_here(self) -> int:
@@ -233,7 +246,7 @@ def progress(
     stuck: int = 0,
     overdue: int | None = None,
     not_dispatched: int | None = None,
-    carried: int = 0,
+    carried: Iterable[ItemResult] = (),
 ) -> Progress:
     """The progress of a run from the results it has so far (a repeated key keeps the last):
     the numbers its `metrics.json` has, or will have, for the same results and threshold.
@@ -242,6 +255,10 @@ def progress(
     with an end nobody can foresee now (by default, the stuck ones); `not_dispatched`, when
     the caller knows it, the work items not sent yet (by default, the items neither finished
     nor in flight); `carried`, of the results, those from before this invocation."""
+    carried = list(carried)
+    failures = Counter(
+        failure_category(result.error_type) for result in carried if result.status == "failed"
+    )
     tally = _Tally(pass_threshold)
     for result in {result.key: result for result in results}.values():
         tally.add(
@@ -264,7 +281,9 @@ def progress(
         stuck=stuck,
         overdue=stuck if overdue is None else overdue,
         not_dispatched=not_dispatched,
-        carried=carried,
+        carried=len(carried),
+        carried_success=sum(result.status != "failed" for result in carried),
+        carried_failures=dict(failures),
     )
 
 

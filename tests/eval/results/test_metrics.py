@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -428,6 +429,24 @@ def test_progress_tells_this_invocations_finishes_from_those_carried_over() -> N
     """A resume's carried-over results are done, but not this session's: its rate and ETA
     are counted from `done_here` only."""
     results = [_result(row, 0, reward=1.0) for row in range(4)]
-    shown = progress(results, total_items=6, pass_threshold=1.0, carried=3)
+    shown = progress(results, total_items=6, pass_threshold=1.0, carried=results[:3])
     assert (shown.done, shown.carried, shown.done_here) == (4, 3, 1)
     assert progress(results, total_items=6, pass_threshold=1.0).done_here == 4
+
+
+def test_progress_counts_the_carried_over_results_per_status_and_failure_category() -> None:
+    """The summary's chips and failures line count the run: a resume's carried-over results
+    are on no board of this session, so the progress says them per status and category (a
+    failure the runner or a message named is `other`, as on the board)."""
+    carried = [
+        _result(0, 0, reward=1.0),
+        _result(1, 0, "skipped"),
+        replace(_result(2, 0, "failed"), error_type="timeout"),
+        replace(_result(3, 0, "failed"), error_type="timeout"),
+        replace(_result(4, 0, "failed"), error_type="item_deadline_exceeded"),
+    ]
+    shown = progress(
+        [*carried, _result(5, 0, "failed")], total_items=6, pass_threshold=1.0, carried=carried
+    )
+    assert (shown.carried, shown.carried_success, shown.carried_failed) == (5, 2, 3)
+    assert shown.carried_failures == {"timeout": 2, "other": 1}
