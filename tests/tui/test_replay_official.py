@@ -18,7 +18,7 @@ from textual.widgets import Static
 
 from core.types import RolloutStatus
 from tests.eval.runs.command import run_osmosis
-from tests.tui.helpers import SIZE, text_of, until
+from tests.tui.helpers import SIZE, details_text, text_of, until
 from tests.tui.recordings import numbers, played_to_the_end, replay_app
 from tui.app import DashboardApp
 from tui.screens.transcript import TranscriptScreen
@@ -176,6 +176,22 @@ async def test_an_official_run_on_the_dashboard(tmp_path: Path) -> None:
         await until(pilot, lambda: "4/4  pass 66.7%  mean reward 0.750" in text_of(app.summary))
         assert "tokens 26" in text_of(app.summary)
         assert len(app.table.order) == 6
+
+
+async def test_the_details_say_which_phases_no_file_records(tmp_path: Path) -> None:
+    """Neither events.jsonl nor logs.txt says when a rollout of an official run was queued,
+    running or grading: the details say so, with no poll time made up for them."""
+    app, _source = replay_app(official_run(tmp_path / "r1"), speed=256)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: "end of recording" in text_of(app.end_banner), timeout=20)
+        app.table.move_cursor_to(OK1)
+        await pilot.press("enter")
+        await until(pilot, lambda: OK1 in details_text(app))
+        text = details_text(app)
+        phases = text[text.index("phase ") : text.index("result")]
+        assert phases.count("not recorded") == 3  # queued, running and grading
+        assert "happened unseen" not in phases and "poll" not in phases
+        assert "+0.237s" in phases  # its result's time, as logs.txt says
 
 
 def test_the_command_takes_a_run_folder_and_says_what_it_cannot_replay(tmp_path: Path) -> None:

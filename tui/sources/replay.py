@@ -179,7 +179,6 @@ class ReplaySource:
             started_at=started_at,
             journal=self._journal,
             manual=self._manual,
-            tokens_from_results=self.recording is None,
         )
 
     # -- what the dashboard reads ----------------------------------------------------------

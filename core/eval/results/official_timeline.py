@@ -82,6 +82,7 @@ def _status(
         row_index=row_index,
         run_index=run_index,
         source_row_index=source_row_index,
+        recorded=False,
     )
 
 
