@@ -43,7 +43,7 @@ SKIP_EXPLANATIONS: dict[SkipReason, str] = {
     "not_observed": "happened unseen: no poll caught it and the server did not report it",
     "not_requested": "grading was not requested (grade=false)",
     "ended_early": "the rollout ended before reaching it",
-    "not_recorded": "not recorded: no file of the run folder tells",
+    "not_recorded": "not recorded",  # by any file of the run folder
 }
 
 LEGEND = (
