@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
+from core.eval.results.export import export_row
 from core.types import RolloutStatus
 from tests.eval.runs.command import run_osmosis
 from tests.tui.helpers import SIZE, details_text, text_of, until
@@ -192,6 +193,13 @@ async def test_the_details_say_which_phases_no_file_records(tmp_path: Path) -> N
         assert phases.count("not recorded") == 3  # queued, running and grading
         assert "happened unseen" not in phases and "poll" not in phases
         assert "+0.237s" in phases  # its result's time, as logs.txt says
+
+
+def test_the_export_has_no_time_for_a_phase_not_recorded(tmp_path: Path) -> None:
+    source = played_to_the_end(official_run(tmp_path / "r1"))
+    row = export_row(source.board.records[OK1], source.board.started_at)
+    assert row["observed"] == "success@0.237"  # the result's time, as logs.txt says
+    assert row["skipped"] == "queued:not_recorded running:not_recorded grading:not_recorded"
 
 
 def test_the_command_takes_a_run_folder_and_says_what_it_cannot_replay(tmp_path: Path) -> None:
