@@ -11,7 +11,8 @@ to a time and steps back; going back builds the board again from the start
 The numbers are the run's: progress is counted with the run's pass threshold (its
 metrics.json's, else the one its manifest was created with, else the default) and its
 number of work items (from its manifest), cancelled and untracked attempts as the live run
-counted them, and the tokens are the model calls' as the live dashboard summed them.
+counted them, and the tokens are the model calls' as the live dashboard summed them (a
+rollout no recording tells of: its result's, see `core.eval.results.official_timeline`).
 """
 
 from __future__ import annotations
