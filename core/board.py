@@ -255,11 +255,12 @@ class RolloutBoard:
         source_row_index: int | None = None,
         grade: bool | None = None,
         result: RolloutResultResponse | None = None,
+        phases_recorded: bool = True,
     ) -> RolloutRecord:
         """A status seen by someone else (a replayed recording): no handle, no actions.
 
-        Its rows and `grade` (whether grading was asked for) are taken when the rollout is
-        first seen."""
+        Its rows, `grade` (whether grading was asked for) and `phases_recorded` (see
+        `RolloutRecord`) are taken when the rollout is first seen."""
         record = self.records.get(rollout_id)
         known = record is not None
         if record is None:
@@ -273,6 +274,7 @@ class RolloutBoard:
                 submitted_at=at,
                 observed=RecordedRollout(grade=grade),
                 redact=self._redact,
+                phases_recorded=phases_recorded,
             )
         recording = record.observed
         if not isinstance(recording, RecordedRollout):

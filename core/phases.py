@@ -15,7 +15,7 @@ from core.types import (
     RolloutStatus,
 )
 
-SkipReason = Literal["not_requested", "ended_early", "not_observed"]
+SkipReason = Literal["not_requested", "ended_early", "not_observed", "not_recorded"]
 
 #: Who reported a status: the server's ownership events, a poll of its result endpoint, or
 #: (for `running` only) the rollout's first model call through the run's gateway: a workflow
@@ -86,6 +86,7 @@ def skipped_phases(
     *,
     grade: bool | None,
     result: RolloutResultResponse | None = None,
+    recorded: bool = True,
 ) -> dict[RolloutStatus, SkipReason]:
     """Phases among queued/running/grading that were not observed, with the reason.
 
@@ -94,7 +95,11 @@ def skipped_phases(
     happened between two polls. `ended_early`: the rollout failed or was cancelled before
     reaching it. Phases still ahead of an unfinished rollout are not
     listed. `grade=None` means the request is not known (a replay of an old recording).
+    `recorded=False`: nobody watched its phases, only its dispatch and result are known (a
+    run folder's journal and log without a recording), so each is `not_recorded`.
     """
+    if not recorded:
+        return {phase: "not_recorded" for phase in PHASES}
     seen = set(observed)
     furthest = max((PHASE_ORDER[s] for s in seen if s in PHASE_ORDER), default=-1)
     proven = reached_phase(result)

@@ -141,6 +141,10 @@ class RolloutRecord:
     #: One mark per status it got, by status; kept by the board (`RolloutBoard.server_mark`
     #: and the polls it accounts for).
     marks: dict[RolloutStatus, PhaseMark] = field(default_factory=dict)
+    #: False when nobody watched its phases: a rollout a run folder's journal and log tell of
+    #: (an official run's, or one the official tool ran in a run resumed with it), whose
+    #: dispatch and result are known but not when it was queued, running or grading.
+    phases_recorded: bool = True
     # The last text masked and its masked form: read on every repaint, it changes rarely.
     _shown_result: tuple[RolloutResultResponse, RolloutResultResponse] | None = field(
         default=None, init=False, repr=False
@@ -272,6 +276,7 @@ class RolloutRecord:
             self.status,
             grade=self.grade,
             result=self.latest_result,
+            recorded=self.phases_recorded,
         )
 
     def matches(self, text: str) -> bool:

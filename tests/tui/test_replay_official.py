@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
+from core.eval.results.export import export_row
 from core.types import RolloutStatus
 from tests.eval.runs.command import run_osmosis
-from tests.tui.helpers import SIZE, text_of, until
-from tests.tui.recordings import numbers, played_to_the_end, replay_app
+from tests.tui.helpers import SIZE, details_text, text_of, until
+from tests.tui.recordings import numbers, played_to_the_end, replay_app, write_recording
 from tui.app import DashboardApp
 from tui.screens.transcript import TranscriptScreen
 from tui.sources.replay import ReplaySource
@@ -178,6 +179,29 @@ async def test_an_official_run_on_the_dashboard(tmp_path: Path) -> None:
         assert len(app.table.order) == 6
 
 
+async def test_the_details_say_which_phases_no_file_records(tmp_path: Path) -> None:
+    """Neither events.jsonl nor logs.txt says when a rollout of an official run was queued,
+    running or grading: the details say so, with no poll time made up for them."""
+    app, _source = replay_app(official_run(tmp_path / "r1"), speed=256)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: "end of recording" in text_of(app.end_banner), timeout=20)
+        app.table.move_cursor_to(OK1)
+        await pilot.press("enter")
+        await until(pilot, lambda: OK1 in details_text(app))
+        text = details_text(app)
+        phases = text[text.index("phase ") : text.index("result")]
+        assert phases.count("not recorded") == 3  # queued, running and grading
+        assert "happened unseen" not in phases and "poll" not in phases
+        assert "+0.237s" in phases  # its result's time, as logs.txt says
+
+
+def test_the_export_has_no_time_for_a_phase_not_recorded(tmp_path: Path) -> None:
+    source = played_to_the_end(official_run(tmp_path / "r1"))
+    row = export_row(source.board.records[OK1], source.board.started_at)
+    assert row["observed"] == "success@0.237"  # the result's time, as logs.txt says
+    assert row["skipped"] == "queued:not_recorded running:not_recorded grading:not_recorded"
+
+
 def test_the_command_takes_a_run_folder_and_says_what_it_cannot_replay(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
 
@@ -231,3 +255,49 @@ async def test_t_shows_a_finished_rollouts_trajectory_from_the_run_folder(
 
 def steps_of(app: DashboardApp) -> Static:
     return app.screen.query_one("#transcript-steps", Static)
+
+
+def resumed_by_the_official_tool(folder: Path) -> Path:
+    """A run of ours (its recording) that the official tool resumed: its journal holds the
+    results of the official invocation too, which no line of the recording tells of."""
+    official_run(folder, logs=False)  # its manifest: rows 2-5
+    write_recording(folder, [(0.0, OK1, 1, "queued"), (0.5, OK1, 1, "success")])
+    call = {"kind": "model_call", "call_id": 1, "rollout_id": OK1, "t": 0.3,
+            "started_at": "2026-03-01T12:00:00.200000Z", "latency_s": 0.1, "status": 200,
+            "streamed": False, "model": "stub", "prompt_tokens": 11, "completion_tokens": 2,
+            "total_tokens": 13, "request": "What is 6 * 7?", "reply": "42"}  # fmt: skip
+    (folder / "calls.jsonl").write_text(canonical(call) + "\n")
+    journal = [
+        result(OK1, 1, "success", 500.0, reward=0.25, tokens=13),
+        result(FAILED, 0, "failed", 203.19, error_type="agent_error"),
+        result(OK2, 2, "success", 200.0, reward=1.0, tokens=9),
+    ]
+    (folder / "events.jsonl").write_text("".join(canonical(r) + "\n" for r in journal))
+    summary = {"total_samples": 3, "pass_threshold": 0.5, "tokens_used": 22}
+    (folder / "metrics.json").write_text(json.dumps({"summary": summary}))
+    return folder
+
+
+async def test_a_run_the_official_tool_resumed_shows_every_result(tmp_path: Path) -> None:
+    """The rows and tokens are the journal's, as metrics.json counts them, not only those of
+    the invocations that recorded their rollouts' phases."""
+    folder = resumed_by_the_official_tool(tmp_path / "r1")
+    app, source = replay_app(folder, speed=256)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: "end of recording" in text_of(app.end_banner), timeout=20)
+        await until(pilot, lambda: "3/4  pass 33.3%" in text_of(app.summary))
+        assert "tokens 22" in text_of(app.summary)
+        assert len(app.table.order) == 3
+        board = source.board
+        statuses = {rid: r.display_status for rid, r in board.records.items()}
+        assert statuses == {OK1: "success", FAILED: "failure", OK2: "success"}
+        assert board.records[OK2].model.tokens == 9
+        # Ours keeps the phases its recording tells (its model call proves running).
+        assert board.records[OK1].skipped_phases() == {RolloutStatus.GRADING: "not_observed"}
+        app.table.move_cursor_to(OK2)
+        await pilot.press("enter")
+        await until(pilot, lambda: OK2 in details_text(app))
+        text = details_text(app)
+        phases = text[text.index("phase ") : text.index("result")]
+        assert phases.count("not recorded") == 3
+        assert "reward  1.00" in text or "reward  1.0" in text

@@ -13,6 +13,7 @@ from core.types import RolloutStatus
 from tests.tui.recordings import (
     B2,
     D2,
+    OLD,
     A,
     B,
     C,
@@ -55,7 +56,9 @@ def test_every_kind_of_line_plays_and_the_run_counts_as_it_did_live(tmp_path: Pa
         M: "success",
         D2: "success",
         B2: "failure",
+        OLD: "success",  # from before the recording: as the journal has it
     }
+    assert not board.records[OLD].phases_recorded and board.records[A].phases_recorded
     assert board.records[C].untracked and not board.records[C].in_flight
     assert board.counts()["untracked"] == 1
     # The server's reports are the marks' times; the poll that saw one too is kept beside it.
@@ -71,8 +74,9 @@ def test_every_kind_of_line_plays_and_the_run_counts_as_it_did_live(tmp_path: Pa
     assert cancel.requested_at - board.started_at == pytest.approx(0.8)
     assert cancel.answered_at is not None
     assert cancel.answered_at - board.started_at == pytest.approx(1.0)
-    # Model calls: tokens on the rollouts and in the total (the manual one's too, as live).
-    assert (board.total_tokens, board.model_calls) == (22, 3)
+    # Model calls: tokens on the rollouts and in the total (the manual one's too, as live),
+    # and the tokens of the result from before the recording, whose calls it does not hold.
+    assert (board.total_tokens, board.model_calls) == (22 + 3, 3)
     assert board.records[A].model.tokens == 10 and board.records[D2].model.tokens == 7
     # d2's call counts from the second session's start, which goes on where the first ended.
     (d2_call,) = board.records[D2].model.recent

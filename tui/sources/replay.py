@@ -11,7 +11,8 @@ to a time and steps back; going back builds the board again from the start
 The numbers are the run's: progress is counted with the run's pass threshold (its
 metrics.json's, else the one its manifest was created with, else the default) and its
 number of work items (from its manifest), cancelled and untracked attempts as the live run
-counted them, and the tokens are the model calls' as the live dashboard summed them.
+counted them, and the tokens are the model calls' as the live dashboard summed them (a
+rollout no recording tells of: its result's, see `core.eval.results.official_timeline`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from core.eval.results.folder import (
 )
 from core.eval.results.manifest import work_item_count
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress, recorded_pass_threshold
-from core.eval.results.official_timeline import read_results_timeline
+from core.eval.results.official_timeline import attempt_of, read_results_timeline
 from core.eval.results.provenance import manifest_pass_threshold
 from core.eval.results.recording import (
     ReplayEvent,
@@ -179,7 +180,6 @@ class ReplaySource:
             started_at=started_at,
             journal=self._journal,
             manual=self._manual,
-            tokens_from_results=self.recording is None,
         )
 
     # -- what the dashboard reads ----------------------------------------------------------
@@ -433,8 +433,12 @@ def _results_without_an_end(
 ) -> list[ReplayEvent]:
     """The journaled results that no status line of the recording ends with: counted when
     their rollout's last line was played (a deadline the run gave up at: cancelled on its
-    server, untracked, failed), or from the start for a rollout the recording never saw (its
-    result is from before the recording, or it was never admitted)."""
+    server, untracked, failed).
+
+    A rollout the recording never saw (its result is from before the recording, or from an
+    invocation of the official tool, which records nothing: a run it resumed) is played as
+    its files tell it (`attempt_of`), with its row, result and tokens, where the journal has
+    it: when the result written before it was played, or at the start."""
     last_line: dict[str, float] = {}
     ended: set[str] = set()
     for event in events:
@@ -443,9 +447,14 @@ def _results_without_an_end(
             last_line[rollout_id] = event.t
         if isinstance(event, StatusSeen) and event.status.is_terminal and event.server is None:
             ended.add(event.rollout_id)
-    start = min((event.t for event in events), default=0.0)
-    return [
-        ResultSeen(last_line.get(result.rollout_id, start), result)
-        for result in history
-        if result.rollout_id not in ended
-    ]
+    at = min((event.t for event in events), default=0.0)
+    played: list[ReplayEvent] = []
+    for result in history:
+        seen = last_line.get(result.rollout_id)
+        if seen is None:
+            played += attempt_of(result, at, at)
+            continue
+        at = max(at, seen)
+        if result.rollout_id not in ended:
+            played.append(ResultSeen(seen, result))
+    return played

@@ -55,17 +55,14 @@ class ReplayState:
         started_at: float,
         journal: Mapping[str, ItemResult],
         manual: frozenset[str],
-        tokens_from_results: bool = False,
     ) -> None:
         """`started_at`: the board's clock at the recording's time 0 (kept across seeks, so
         the app's clock never jumps); `journal`: every journaled result by rollout id;
-        `manual`: the rollouts sent by hand; `tokens_from_results`: no model call was
-        recorded (a folder without a recording), so a rollout's tokens are its result's."""
+        `manual`: the rollouts sent by hand."""
         self.board = RolloutBoard()
         self.board.started_at = started_at
         self._journal = journal
         self._manual = manual
-        self._tokens_from_results = tokens_from_results
         #: The work items' results seen so far (the last one per item).
         self.results: dict[ItemKey, ItemResult] = {}
         #: Each work item's latest attempt: the rollout seen first for it, or the id it was
@@ -193,8 +190,10 @@ class ReplayState:
             source_row_index=source_row_index,
             grade=event.grade,
             result=_result_of(item, event.status) if item is not None and terminal else None,
+            phases_recorded=event.recorded,
         )
-        if self._tokens_from_results and terminal and item is not None and item.tokens:
+        # No model call of it was recorded: its tokens are its result's.
+        if not event.recorded and terminal and item is not None and item.tokens:
             self.board.result_tokens(rollout_id, item.tokens)
         if manual:
             # Flagged from its first line (its `manual` line comes after its first statuses).

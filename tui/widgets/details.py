@@ -138,7 +138,11 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
         if phase is None:
             continue
         mark = record.marks.get(phase)
-        if mark is not None:
+        if phase in skipped:  # before the mark: a phase not recorded has a made-up one
+            reason = skipped[phase]
+            style = "dim" if reason == "not_recorded" else "yellow"
+            phases.add_row(Text(phase.value, "dim"), Text(SKIP_EXPLANATIONS[reason], style), "")
+        elif mark is not None:
             following = next_at.get(phase)
             lasted = (
                 None
@@ -150,14 +154,11 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
                 phase.value,
                 Text.assemble(
                     f"+{mark.at - t0:.3f}s ",
-                    (_source(mark), "dim"),
+                    # Not recorded: its time is what the run's log or journal says.
+                    (_source(mark) if record.phases_recorded else "from the run's files", "dim"),
                     " (current)" if current else "",
                 ),
                 duration(lasted),
-            )
-        elif phase in skipped:
-            phases.add_row(
-                Text(phase.value, "dim"), Text(SKIP_EXPLANATIONS[skipped[phase]], "yellow"), ""
             )
         else:
             phases.add_row(Text(phase.value, "dim"), Text("not yet", "dim"), "")

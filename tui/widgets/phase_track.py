@@ -28,6 +28,8 @@ SKIP_GLYPHS: dict[SkipReason, tuple[str, str]] = {
     "not_observed": ("◌", "yellow"),
     "not_requested": ("○", "dim"),
     "ended_early": ("×", "red"),
+    # Not observed either, but nobody was watching: no warning.
+    "not_recorded": ("◌", "dim"),
 }
 TERMINAL_GLYPHS = {
     RolloutStatus.SUCCESS: ("✔", "bold green"),
@@ -41,6 +43,7 @@ SKIP_EXPLANATIONS: dict[SkipReason, str] = {
     "not_observed": "happened unseen: no poll caught it and the server did not report it",
     "not_requested": "grading was not requested (grade=false)",
     "ended_early": "the rollout ended before reaching it",
+    "not_recorded": "not recorded",  # by any file of the run folder
 }
 
 LEGEND = (
@@ -70,10 +73,10 @@ def phase_cells(record: RolloutRecord) -> list[tuple[str, str]]:
         mark = marks.get(phase)
         if phase == record.status and not record.untracked:
             cells.append(CURRENT)
+        elif phase in skipped:  # before the mark: a phase not recorded has a made-up one
+            cells.append(SKIP_GLYPHS[skipped[phase]])
         elif mark is not None:
             cells.append(POLL_ONLY if reporting and mark.source == "poll" else OBSERVED)
-        elif phase in skipped:
-            cells.append(SKIP_GLYPHS[skipped[phase]])
         else:
             cells.append(AHEAD)
     cells.append(TERMINAL_GLYPHS.get(record.status, AHEAD))

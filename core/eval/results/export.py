@@ -39,6 +39,7 @@ EXPORT_FIELDS = (
 def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
     """One rollout as the export writes it; times are seconds after `t0` (the run's start)."""
     result = record.latest_result
+    skipped = record.skipped_phases()
     return {
         "rollout_id": record.rollout_id,
         "source_row_index": record.source_row_index,
@@ -49,12 +50,14 @@ def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
         "err_category": result.err_category.value if result and result.err_category else None,
         "err_message": (result.err_message if result else None) or record.admission_error,
         # Each phase as its best source timed it; `(server)` marks the server's own time,
-        # `(model)` a running proved by the first model call.
+        # `(model)` a running proved by the first model call. A phase not recorded has no
+        # time (its mark is only where the replay put it).
         "observed": " ".join(
             f"{m.status.value}@{m.at - t0:.3f}" + ("" if m.source == "poll" else f"({m.source})")
             for m in record.timeline()
+            if m.status not in skipped
         ),
-        "skipped": " ".join(f"{k.value}:{v}" for k, v in record.skipped_phases().items()),
+        "skipped": " ".join(f"{k.value}:{v}" for k, v in skipped.items()),
         "server": record.server,
         "tokens": record.model.tokens,
         "model_calls": record.model.calls,

@@ -49,10 +49,7 @@ def read_results_timeline(
         cursor = max(cursor, ended)
         sent = dispatched.get(result.rollout_id)
         started = max(ended - duration, 0.0) if sent is None else sent[0]
-        row = (result.row_index, result.run_index, result.source_row_index)
-        end_status = _ENDS.get(result.status, RolloutStatus.FAILURE)
-        events.append(_status(started, result.rollout_id, RolloutStatus.QUEUED, row))
-        events.append(_status(ended, result.rollout_id, end_status, row))
+        events += attempt_of(result, started, ended)
     # Sent, never finished: followed until its item was sent again, or the log ended.
     resulted = {result.rollout_id for result in history}
     for rollout_id, (sent_at, row_index, run_index) in dispatched.items():
@@ -70,6 +67,17 @@ def read_results_timeline(
     return events
 
 
+def attempt_of(result: ItemResult, sent: float, ended: float) -> list[StatusSeen]:
+    """The rollout of a journaled `result` as its files tell it: sent at `sent`, ended with
+    its result's status at `ended`; nobody watched its phases (`StatusSeen.recorded`)."""
+    row = (result.row_index, result.run_index, result.source_row_index)
+    end_status = _ENDS.get(result.status, RolloutStatus.FAILURE)
+    return [
+        _status(sent, result.rollout_id, RolloutStatus.QUEUED, row),
+        _status(ended, result.rollout_id, end_status, row),
+    ]
+
+
 def _status(
     t: float, rollout_id: str, status: RolloutStatus, row: tuple[int, int, int | None]
 ) -> StatusSeen:
@@ -82,6 +90,7 @@ def _status(
         row_index=row_index,
         run_index=run_index,
         source_row_index=source_row_index,
+        recorded=False,
     )
 
 

@@ -38,6 +38,9 @@ class StatusSeen:
     grade: bool | None = None
     server: PhaseMark | None = None
     """The server's report (its ownership event); its `at` is set when it is played."""
+    recorded: bool = True
+    """False for a dispatch or a result read from a run folder's journal and log: nobody
+    watched the rollout's phases, and its model calls are not recorded either."""
 
 
 @dataclass(frozen=True)
