@@ -20,6 +20,8 @@ from core.serving.loopback import serve_in_loop
 from tests.eval.runs.command import run_eval, run_osmosis
 from tests.eval.runs.files import read_jsonl, run_folder
 from tests.eval.runs.servers import threaded_server
+from tests.polling import eventually_sync
+from tests.tui.pty_eval import PtyEval
 
 
 @contextmanager
@@ -133,3 +135,25 @@ def test_a_resume_refused_at_start_keeps_its_folder(tmp_path: Path) -> None:
     assert "--listener-port: " in result.stderr
     assert read_jsonl(folder / "events.jsonl") == before
     assert (folder / "manifest.json").is_file()
+
+
+def test_the_dashboard_says_the_refusal_and_exits_2_leaving_no_run_folder(
+    tmp_path: Path,
+) -> None:
+    with taken_port() as port:
+        run = PtyEval(
+            tmp_path, "taken", "--rows", "0-1", "--listener-port", str(port), controlling=False
+        )
+        try:
+            run.wait_for_screen(b"q quits", "the refusal on the dashboard")
+            run.type(b"q")
+            eventually_sync(lambda: run.read() and run.process.poll() is not None, "the exit")
+            screen = run.read()
+        finally:
+            code = run.finish(timeout=20)
+    assert code == 2, screen.decode(errors="replace")
+    assert b"--listener-port: could not bind the model gateway" in screen
+    # Nothing ran: there is no run to wind down, and no results to write.
+    assert b"winding the run down" not in screen
+    assert run.name_is_free()
+    assert_nothing_left(tmp_path)
