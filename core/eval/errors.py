@@ -5,7 +5,7 @@ callers have always caught. Where each one lives:
 
     EvalError
     ├── InputError            bad config, dataset or flags, every problem at once: exit 2
-    │                         (here)
+    │                         (here); also a port a flag gave found in use at start-up
     ├── RunFolderError        the results folder cannot be used as asked: exit 2
     │   │                     (core.eval.results.folder)
     │   └── ResumeRefused     a resume would change the inputs the run started with

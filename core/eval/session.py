@@ -20,6 +20,7 @@ from pathlib import Path
 
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import within_capacity
+from core.eval.errors import InputError
 from core.eval.event_silence import EVENTS_GRACE_SEC, EventSilence
 from core.eval.events.receiver import EventReceiverError
 from core.eval.gateway.errors import GatewayError
@@ -48,6 +49,11 @@ from core.task_end import cancel_and_wait
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
 
 logger = logging.getLogger(__name__)
+
+#: Bad input found once the run began, before any rollout was sent: the model refused the
+#: preflight, a port given by a flag is in use (an `InputError` naming it), LiteLLM is missing.
+#: The command exits 2 with it, and a run folder this invocation created is removed again.
+REFUSED_AT_START = (InputError, GatewayError, EventReceiverError)
 
 # How often a `--server` run looks whether its servers' events are missing (`EventSilence`).
 EVENTS_CHECK_SEC = 1.0
@@ -251,6 +257,27 @@ class EvalSession:
             provenance=plan.provenance,
         )
         self.folder = folder
+        try:
+            return await self._run_in(folder, started_wall, started)
+        except REFUSED_AT_START:
+            if self._runner is None and not folder.resumed:
+                # Nothing was sent: the folder holds nothing a resume could use, and a run
+                # listed `incomplete 0/N` would only mislead. A resumed folder is kept.
+                self._discard(folder)
+            raise
+
+    def _discard(self, folder: RunFolder) -> None:
+        try:
+            folder.discard()
+        except OSError as exc:  # what refused the run is the news; this is said besides
+            logger.warning("could not remove %s: %s", folder.path, describe_os_error(exc))
+        else:
+            self.folder = None
+
+    async def _run_in(
+        self, folder: RunFolder, started_wall: datetime, started: float
+    ) -> EvalSummary:
+        plan, request = self.plan, self.plan.request
         async with AsyncExitStack() as stack:
             try:
                 log = stack.enter_context(RunLog(folder.logs_path, self.redactor))
@@ -448,8 +475,7 @@ class EvalSession:
             if self._interrupt is None:
                 raise
             return "interrupted", None
-        except (GatewayError, EventReceiverError) as exc:
-            # The model cannot be used, or the gateway's or the receiver's port not bound.
+        except REFUSED_AT_START as exc:
             logger.error("%s", exc)
             raise
         except AllServersDown as exc:

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 import httpx
 
 from core.board import RolloutBoard
+from core.eval.errors import InputError
 from core.eval.events.ownership import OwnershipEvent
-from core.eval.events.receiver import EventReceiver
+from core.eval.events.receiver import EventReceiver, EventReceiverError
+from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
 from core.eval.gateway.upstream_choice import opened_upstream
 from core.eval.gateway.upstreams import ChatUpstream, ambient_secret_values, preflight
@@ -165,8 +167,14 @@ class RunServices:
             if self.pool is not None and record is not None:
                 self.pool.heard_from(record.server)
 
-        receiver = EventReceiver(received, port=self.plan.request.events_port or 0)
-        await stack.enter_async_context(receiver)
+        port = self.plan.request.events_port
+        receiver = EventReceiver(received, port=port or 0)
+        try:
+            await stack.enter_async_context(receiver)
+        except EventReceiverError as exc:
+            if port is None:
+                raise
+            raise InputError.single("--events-port", str(exc)) from exc
         log.write(f"event receiver on {receiver.endpoint}", step="listener")
         return receiver
 
@@ -196,7 +204,8 @@ class RunServices:
         self, stack: StoppedTogether, upstream: ChatUpstream, forwarded: tuple[str, ...]
     ) -> ModelGateway:
         """The run's gateway in front of its model (`upstream`, its requests given the
-        `forwarded` headers). Raises `GatewayError` when its port cannot be bound."""
+        `forwarded` headers). Raises `GatewayError` when its port cannot be bound, an
+        `InputError` naming --listener-port when that port was the user's."""
         request = self.plan.request
         log, calls = self._log, self._calls
 
@@ -217,7 +226,12 @@ class RunServices:
             forward_headers=forwarded,
         )
         self._mask([gateway.api_key])
-        await stack.enter_async_context(gateway)
+        try:
+            await stack.enter_async_context(gateway)
+        except GatewayError as exc:
+            if request.listener_port is None:
+                raise
+            raise InputError.single("--listener-port", str(exc)) from exc
         advertised = f", advertised as {request.advertise_url}" if request.advertise_url else ""
         log.write(f"model gateway on {gateway.base_url}{advertised}", step="listener")
         return gateway

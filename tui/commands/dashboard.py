@@ -96,7 +96,9 @@ async def run_and_close(app: DashboardApp, **run_options: Any) -> None:
         with forgiving_std_streams("the run goes on to write its results"):
             if app.failure is not None:
                 print(f"osmosis-tui: the dashboard failed ({app.failure})", file=sys.stderr)
-            if not app.source.finished and not app.terminal_gone:
+            # Only while the run goes on: one that ended without results (refused at
+            # start-up) has nothing to wind down or write.
+            if app.run_state == "running" and not app.terminal_gone:
                 print("winding the run down and writing its results…", file=sys.stderr, flush=True)
             await (app.source.close() if ending is None else ending)
         for signum, handler in previous.items():

@@ -40,10 +40,9 @@ def run_eval(args: argparse.Namespace) -> int:
         RunLocked,
         prepare,
     )
-    from core.eval.events.receiver import EventReceiverError
-    from core.eval.gateway.errors import GatewayError
     from core.eval.plan.secret_values import secrets_in_environment
     from core.eval.reporter import OutputMode
+    from core.eval.session import REFUSED_AT_START
 
     server_key = args.server_api_key or os.environ.get(SERVER_API_KEY_ENV) or None
     request = EvalRequest(
@@ -100,10 +99,11 @@ def run_eval(args: argparse.Namespace) -> int:
         # Not bad input: another run lives. Exit 1, as the official tool exits for it.
         print(f"osmosis-tui eval: {exc}", file=sys.stderr)
         return exit_codes.NOT_DONE
-    except (RunFolderError, GatewayError, EventReceiverError) as exc:
-        # A results folder that cannot be used, a model that cannot be (the preflight), or
-        # a gateway or event receiver port that cannot be bound: bad input, found once the
-        # run began.
+    except InputError as exc:  # a port given by a flag in use: as the flags checked before
+        raise UsageError("bad input:\n" + str(exc)) from None
+    except (RunFolderError, *REFUSED_AT_START) as exc:
+        # A results folder that cannot be used, a model that cannot be (the preflight): bad
+        # input, found once the run began.
         raise UsageError(str(exc)) from None
 
 

@@ -11,10 +11,10 @@ from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.attach.endpoint import ControlEndpoint
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
-from core.eval.gateway.errors import GatewayError
 from core.eval.reporter import RunReport
 from core.eval.results.metrics import Progress
 from core.eval.servers.pool import shown_state
+from core.eval.session import REFUSED_AT_START
 from core.rollout_record import RequestOptions
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
 
@@ -46,8 +46,8 @@ class LiveSource:
         self.board = self.session.board
         self.summary: EvalSummary | None = None
         #: Why the run could not start, when that is the user's to fix (the model refused
-        #: the preflight, the gateway's port is taken): the CLI exits 2 with it.
-        self.refused: GatewayError | None = None
+        #: the preflight, a port given by a flag is taken): the CLI exits 2 with it.
+        self.refused: Exception | None = None
         #: Why the run failed as a whole, when it did (it then has no summary).
         self.failure: str | None = None
         self._running: asyncio.Task[None] | None = None
@@ -167,7 +167,7 @@ class LiveSource:
     async def _run(self) -> None:
         try:
             self.summary = await self.session.run()
-        except GatewayError as exc:
+        except REFUSED_AT_START as exc:
             self.refused = exc
             self.failure = str(exc)
             raise

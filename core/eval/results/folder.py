@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -239,6 +240,17 @@ class RunFolder:
         manifest = new_manifest(name, inputs, provenance)
         write_json_atomic(manifest_path, manifest)
         return cls(folder, name, manifest, resumed=False, archived=archived)
+
+    def discard(self) -> None:
+        """Remove this folder, which this invocation created (never a resumed one), and put
+        back the folder `--fresh` archived to make room for it: bad input found once the run
+        began leaves the results root as it was, with no run for `runs` to list."""
+        if self.resumed:
+            raise RunFolderError(f"{self.path} holds an earlier run's results: it is kept")
+        shutil.rmtree(self.path)
+        if self.archived is not None:
+            os.replace(self.archived, self.path)
+        fsync_dir(self.path.parent)
 
     @staticmethod
     def _read_manifest(path: Path, name: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from core.eval.errors import EvalError
+from core.eval.errors import EvalError, InputError
 from core.eval.servers.lifeline import guarded_command
 from core.eval.servers.uv_project import (
     TESTED_OSMOSIS_AI,
@@ -116,6 +117,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _refuse_port_in_use(port: int) -> None:
+    """`--rollout-port` tried before the launch: a port something else holds is the user's to
+    change (`InputError`, exit 2), not a server that failed to start, found after `uv sync`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the server binds it (uvicorn sets SO_REUSEADDR): a port held only by a closed
+        # connection waiting out TIME_WAIT is free for it.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            state = "is in use" if exc.errno == errno.EADDRINUSE else "cannot be bound"
+            raise InputError.single(
+                "--rollout-port",
+                f"port {port} {state} on 127.0.0.1 ({exc.strerror}): stop what holds it, or "
+                "leave the flag out for a free port",
+            ) from None
+
+
 # What the launcher sets for the server, last: a config must not move the port, the artifacts,
 # the instance marker or which variables are secret, so [env] and [secrets] may not name them.
 LAUNCHER_OWNED_ENV = (
@@ -198,6 +217,8 @@ async def launched_rollout_server(
             "pyproject.toml; install uv (pip install uv) and retry"
         )
     uv_env = uv_environment(rollout_dir, os.environ)
+    if port is not None:
+        _refuse_port_in_use(port)
     await _sync(uv, rollout_dir, uv_env, rollout, log=log, stage=stage)
     port = free_port() if port is None else port
     instance_id = secrets.token_hex(16)
