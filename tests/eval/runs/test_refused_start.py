@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -59,33 +60,20 @@ def test_a_refused_preflight_exits_2_and_leaves_no_run_folder(tmp_path: Path) ->
     assert_nothing_left(tmp_path)
 
 
-def test_a_listener_port_in_use_exits_2_naming_the_flag_and_leaves_no_run_folder(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("flag", "listener"),
+    [("--listener-port", "the model gateway"), ("--events-port", "the event receiver")],
+)
+def test_a_listeners_port_in_use_exits_2_naming_the_flag_and_leaves_no_run_folder(
+    tmp_path: Path, flag: str, listener: str
 ) -> None:
     with taken_port() as port:
         result = run_eval(
-            *("--rows", "0-1", "--headless", "--name", "taken", "--listener-port", str(port)),
+            *("--rows", "0-1", "--headless", "--name", "taken", flag, str(port)),
             cwd=tmp_path,
         )
     assert result.returncode == 2, result.stderr
-    assert f"--listener-port: could not bind the model gateway on 127.0.0.1:{port}" in (
-        result.stderr
-    )
-    assert_nothing_left(tmp_path)
-
-
-def test_an_events_port_in_use_exits_2_naming_the_flag_and_leaves_no_run_folder(
-    tmp_path: Path,
-) -> None:
-    with taken_port() as port:
-        result = run_eval(
-            *("--rows", "0-1", "--headless", "--name", "taken", "--events-port", str(port)),
-            cwd=tmp_path,
-        )
-    assert result.returncode == 2, result.stderr
-    assert f"--events-port: could not bind the event receiver on 127.0.0.1:{port}" in (
-        result.stderr
-    )
+    assert f"{flag}: could not bind {listener} on 127.0.0.1:{port}" in result.stderr
     assert_nothing_left(tmp_path)
 
 
