@@ -5,28 +5,17 @@ from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
-from textual.widgets import Static
 
 from tui.sources.base import RunEnding
+from tui.widgets.banner import Banner
 from tui.widgets.format import plain
 
 
-class EndBanner(Static):
+class EndBanner(Banner):
     """Hidden while the run goes on; then the source's `RunEnding`, in full (commands wrap
     rather than being cut: they are meant to be copied)."""
 
     DEFAULT_CSS = """
-    EndBanner {
-        display: none;
-        height: auto;
-        max-height: 8;
-        padding: 0 1;
-        background: $warning-muted;
-        color: $text;
-    }
-    EndBanner.-shown {
-        display: block;
-    }
     EndBanner.-complete {
         background: $success-muted;
     }
@@ -44,7 +33,3 @@ class EndBanner(Static):
         self.update(Group(*lines))
         self.set_class(ending.complete, "-complete")
         self.add_class("-shown")
-
-    def hide(self) -> None:
-        """The work goes on again (a replay that went back from its end)."""
-        self.remove_class("-shown")

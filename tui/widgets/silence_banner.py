@@ -5,29 +5,15 @@ from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
-from textual.widgets import Static
 
 from core.eval.event_silence import EventSilence
+from tui.widgets.banner import Banner
 from tui.widgets.format import plain
 
 
-class SilenceBanner(Static):
+class SilenceBanner(Banner):
     """Hidden unless the source says its servers are silent; then three lines, the settings
     wrapped rather than cut (they are meant to be copied)."""
-
-    DEFAULT_CSS = """
-    SilenceBanner {
-        display: none;
-        height: auto;
-        max-height: 8;
-        padding: 0 1;
-        background: $warning-muted;
-        color: $text;
-    }
-    SilenceBanner.-shown {
-        display: block;
-    }
-    """
 
     _shown: EventSilence | None = None
 
@@ -37,7 +23,7 @@ class SilenceBanner(Static):
             return
         self._shown = silence
         if silence is None:
-            self.remove_class("-shown")
+            self.hide()
             return
         headline = Text("▲ ", "bold")
         headline.append_text(plain(silence.headline, "bold", wrap=True))
