@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 from tui.commands import exit_codes
 from tui.commands.attach import add_attach
+from tui.commands.compare import add_compare
 from tui.commands.eval_command import add_eval
 from tui.commands.eval_flags import OUTPUT_FLAGS
 from tui.commands.parser import CommandParser
@@ -61,10 +62,11 @@ def build_parser() -> CommandParser:
     modes.add_argument(
         "--json",
         action="store_true",
-        help="eval: print the end of the run as JSON; runs: the list (anywhere)",
+        help="eval: print the end of the run as JSON; runs: the list; compare: the comparison "
+        "(anywhere)",
     )
     modes.add_argument(
-        "--plain", action="store_true", help="eval: print it without decoration (anywhere)"
+        "--plain", action="store_true", help="eval, compare: print it as plain text (anywhere)"
     )
     # Not required=True: a missing command is reported after the arguments nobody takes, so
     # that `osmosis-tui --verison` is answered as a typo (see main).
@@ -74,6 +76,7 @@ def build_parser() -> CommandParser:
     add_replay(commands)
     add_attach(commands)
     add_runs(commands)
+    add_compare(commands)
     parser.commands = commands.choices
     return parser
 
@@ -110,12 +113,12 @@ def _parsed_and_run(argv: Sequence[str]) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     try:
-        if (args.json and args.command not in ("eval", "runs")) or (
-            args.plain and args.command != "eval"
+        if (args.json and args.command not in ("eval", "runs", "compare")) or (
+            args.plain and args.command not in ("eval", "compare")
         ):
             raise UsageError(
-                "--json shapes what `eval` and `runs` print, --plain what `eval` prints; "
-                "leave them out here"
+                "--json shapes what `eval`, `runs` and `compare` print, --plain what `eval` "
+                "and `compare` print; leave them out here"
             )
         status: int = args.handler(args)
     except UsageError as exc:

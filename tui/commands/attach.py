@@ -111,15 +111,13 @@ def chosen_folder(run: str | None, output: Path) -> Path | None:
     """The run folder `run` names (a folder, or a name under `output`), or with no `run` the
     one live run under `output`, asked for when several are; None (said why) when there is
     none to attach to. `UsageError` when `run` names no run folder."""
-    from core.eval.attach.run_list import live_runs
-    from core.eval.results.folder import MANIFEST_FILE
+    from core.eval.attach.run_list import find_run_folder, live_runs
 
     if run is not None:
-        given = Path(run)
-        for folder in (given, output / run) if given.is_dir() else (output / run,):
-            if (folder / MANIFEST_FILE).is_file():
-                return folder
-        raise UsageError(f"{run}: neither a run folder nor a run under {output}")
+        found = find_run_folder(run, output)
+        if found is None:
+            raise UsageError(f"{run}: neither a run folder nor a run under {output}")
+        return found
     live = live_runs(output)
     if not live:
         print(

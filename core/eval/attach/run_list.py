@@ -97,6 +97,16 @@ def list_runs(output: Path, *, now: datetime | None = None) -> list[ListedRun]:
     ]
 
 
+def find_run_folder(run: str, output: Path) -> Path | None:
+    """The run folder `run` names: a folder holding a manifest, else a run of that name under
+    the results root `output`; None when it names neither."""
+    given = Path(run)
+    for folder in (given, output / run) if given.is_dir() else (output / run,):
+        if (folder / MANIFEST_FILE).is_file():
+            return folder
+    return None
+
+
 def describe_run(folder: Path, *, now: datetime | None = None) -> ListedRun:
     """What the files of one run folder (and its name's lock) say of it."""
     problems: list[str] = []
@@ -221,4 +231,11 @@ def live_runs(output: Path) -> list[ListedRun]:
     return [run for run in list_runs(output) if run.attachable]
 
 
-__all__ = ["ListedRun", "ListedStatus", "describe_run", "list_runs", "live_runs"]
+__all__ = [
+    "ListedRun",
+    "ListedStatus",
+    "describe_run",
+    "find_run_folder",
+    "list_runs",
+    "live_runs",
+]

@@ -69,9 +69,10 @@ def format_row_selector(source_rows: Iterable[int]) -> str:
     return ",".join(spans)
 
 
-def count_selected_rows(selector: str) -> int | None:
-    """How many rows a `format_row_selector` string names; None when it is not one."""
-    count = 0
+def selector_spans(selector: str) -> list[tuple[int, int]] | None:
+    """The `(first, last)` spans of a `format_row_selector` string, as written; None when it
+    is not one."""
+    spans: list[tuple[int, int]] = []
     for span in selector.split(","):
         first, dash, last = span.partition("-")
         if not first.isdigit() or (dash and not last.isdigit()):
@@ -79,8 +80,14 @@ def count_selected_rows(selector: str) -> int | None:
         low, high = int(first), int(last if dash else first)
         if high < low:
             return None
-        count += high - low + 1
-    return count
+        spans.append((low, high))
+    return spans
+
+
+def count_selected_rows(selector: str) -> int | None:
+    """How many rows a `format_row_selector` string names; None when it is not one."""
+    spans = selector_spans(selector)
+    return None if spans is None else sum(high - low + 1 for low, high in spans)
 
 
 def work_item_count(inputs: Mapping[str, Any]) -> int | None:
@@ -188,5 +195,6 @@ __all__ = [
     "manifest_inputs",
     "new_manifest",
     "read_manifest",
+    "selector_spans",
     "work_item_count",
 ]

@@ -68,7 +68,14 @@ def pass_at_k(attempts: int, passes: int, k: int) -> float:
     return 1.0 - all_fail
 
 
-def _ks(n: int) -> list[int]:
+def is_pass(status: str, reward: object, threshold: float) -> bool:
+    """Whether a finished work item passes: not skipped, and graded at or above the threshold
+    (a failed item with a reward counts by its reward, as the platform counts it)."""
+    return status != "skipped" and is_number(reward) and float(reward) >= threshold
+
+
+def k_values(n: int) -> list[int]:
+    """The k of pass@k reported for `n` attempts: 1, 2, 4, ... up to n."""
     ks: list[int] = []
     k = 1
     while k <= n:
@@ -107,10 +114,9 @@ class _Tally:
             return
         if status == "failed":
             self.failed += 1
-        passing = False
+        passing = is_pass(status, reward, self.threshold)
         if is_number(reward):
             self.rewards.append(float(reward))
-            passing = float(reward) >= self.threshold
             self.passed += passing
         self.attempts[row] = self.attempts.get(row, 0) + 1
         self.passes[row] = self.passes.get(row, 0) + passing
@@ -152,7 +158,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], *, pass_threshold: float) -> di
     if n_runs >= 2:
         summary["n_runs"] = n_runs
         points: list[dict[str, Any]] = []
-        for k in _ks(n_runs):
+        for k in k_values(n_runs):
             values = [
                 pass_at_k(tally.attempts[row], tally.passes[row], k)
                 for row in sorted(tally.attempts)
@@ -340,6 +346,8 @@ __all__ = [
     "Progress",
     "RunIdentity",
     "RunState",
+    "is_pass",
+    "k_values",
     "metrics_document",
     "pass_at_k",
     "progress",

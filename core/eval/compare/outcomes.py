@@ -1,0 +1,93 @@
+"""What one finished work item came to, and the class of a pair of them (run A, run B).
+
+An outcome is `pass` (not skipped, graded at or above its run's threshold: the rule
+`metrics.json` counts passes by), `error` (the rollout failed: `error_type` says how),
+`failure` (it finished but did not pass) or `skipped` (its workflow removed the sample). A
+work item without a result (never run, cancelled, cut off) has no outcome: it is pending.
+
+The classes of a pair, in the order a reader wants them:
+
+- `regressed`: passed in A, not in B; `improved`: the reverse;
+- `error_changed`: passed in neither, and the error differs: another error type, a failure
+  that became an error, or an error that became a plain failure;
+- `still_failing`, `still_passing`;
+- `pending`: a work item of both runs, unfinished in at least one;
+- `skipped`: skipped in either run (not a sample, so neither better nor worse);
+- `only_in_A`, `only_in_B`: a work item that one run does not have (another `n`, other rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from core.eval.results.metrics import is_pass
+from core.eval.results.records import ItemResult
+
+OutcomeKind = Literal["pass", "failure", "error", "skipped"]
+
+ItemClass = Literal[
+    "regressed",
+    "improved",
+    "error_changed",
+    "still_failing",
+    "still_passing",
+    "pending",
+    "skipped",
+    "only_in_A",
+    "only_in_B",
+]
+#: Every class, in the order reports list them.
+CLASSES: tuple[ItemClass, ...] = get_args(ItemClass)
+#: The classes that say something changed between the runs.
+CHANGED: frozenset[ItemClass] = frozenset({"regressed", "improved", "error_changed"})
+
+
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    """What a finished work item came to (see the module docstring)."""
+
+    kind: OutcomeKind
+    #: Set only for `error`: the rollout's error type, as journaled (None when it gave none).
+    error_type: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.kind == "pass"
+
+
+def outcome_of(result: ItemResult, threshold: float) -> ItemOutcome:
+    """The outcome of a journaled result, passes counted with its run's `threshold`."""
+    if result.status == "skipped":
+        return ItemOutcome("skipped")
+    if is_pass(result.status, result.reward, threshold):
+        return ItemOutcome("pass")
+    if result.status == "failed":
+        return ItemOutcome("error", result.error_type)
+    return ItemOutcome("failure")
+
+
+def classify(a: ItemOutcome | None, b: ItemOutcome | None) -> ItemClass:
+    """The class of a work item both runs have; None is an item without a result."""
+    if a is None or b is None:
+        return "pending"
+    if a.kind == "skipped" or b.kind == "skipped":
+        return "skipped"
+    if a.passed:
+        return "still_passing" if b.passed else "regressed"
+    if b.passed:
+        return "improved"
+    if (a.kind, a.error_type) != (b.kind, b.error_type):
+        return "error_changed"
+    return "still_failing"
+
+
+__all__ = [
+    "CHANGED",
+    "CLASSES",
+    "ItemClass",
+    "ItemOutcome",
+    "OutcomeKind",
+    "classify",
+    "outcome_of",
+]
