@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+from core.eval.compare.outcomes import ItemOutcome, outcome_of
 from core.eval.errors import EvalError
 from core.eval.results.events import Journal
 from core.eval.results.folder import (
@@ -69,11 +70,21 @@ class ComparedRun:
     _prompts: dict[int, str | None] = field(default_factory=dict, repr=False)
 
     @cached_property
-    def planned(self) -> frozenset[PairKey]:
-        """Every work item of the run: its plan, and anything its journal holds beside it."""
-        return frozenset(
-            (row, attempt) for row in self.source_rows for attempt in range(self.n)
-        ) | frozenset(self.results)
+    def attempts_by_row(self) -> dict[int, Sequence[int]]:
+        """Every work item of the run by source row: its plan, and anything its journal holds
+        beside it (a record of another plan is shown, never hidden)."""
+        rows: dict[int, Sequence[int]] = dict.fromkeys(self.source_rows, range(self.n))
+        for row, attempt in self.results:
+            planned = rows.get(row)
+            if planned is None or attempt not in planned:
+                rows[row] = sorted({*(planned or ()), attempt})
+        return rows
+
+    @cached_property
+    def outcomes(self) -> dict[PairKey, ItemOutcome]:
+        """The outcome of every finished work item, counted with the run's threshold."""
+        threshold = self.threshold
+        return {key: outcome_of(result, threshold) for key, result in self.results.items()}
 
     @property
     def work_items(self) -> int:
