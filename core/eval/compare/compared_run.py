@@ -62,8 +62,9 @@ class ComparedRun:
     source_rows: tuple[int, ...]
     n: int
     threshold: float
-    #: False when metrics.json did not say the threshold (the official default is used).
-    threshold_recorded: bool
+    #: False when neither the caller nor metrics.json said the threshold (the official default
+    #: is used).
+    threshold_known: bool
     results: dict[PairKey, ItemResult]
     #: Lines of the journal that could not be read, and the like.
     warnings: list[str] = field(default_factory=list)
@@ -145,6 +146,7 @@ def read_compared_run(folder: Path, *, label: str, threshold: float | None = Non
     results = _by_source_row(journaled.values(), source_rows, folder, warnings.append)
     recorded = _recorded_threshold(folder / METRICS_FILE, warnings.append)
     model = inputs.get("model_path")
+    known = threshold is not None or recorded is not None
     if threshold is None:
         threshold = DEFAULT_PASS_THRESHOLD if recorded is None else recorded
     return ComparedRun(
@@ -156,7 +158,7 @@ def read_compared_run(folder: Path, *, label: str, threshold: float | None = Non
         source_rows=source_rows,
         n=n,
         threshold=threshold,
-        threshold_recorded=recorded is not None,
+        threshold_known=known,
         results=results,
         warnings=warnings,
     )

@@ -254,6 +254,11 @@ def _notes(a: ComparedRun, b: ComparedRun, shared: int) -> list[str]:
             "(--pass-threshold makes them one)"
         )
     for label, run in (("A", a), ("B", b)):
+        if not run.threshold_known:
+            notes.append(
+                f"{label}'s metrics.json does not say the pass threshold it counted with: "
+                f"{run.threshold:g} is used (--pass-threshold sets it)"
+            )
         notes.extend(f"{label}: {warning}" for warning in run.warnings)
     return notes
 

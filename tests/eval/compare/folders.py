@@ -34,12 +34,13 @@ def write_run(
     n: int = 1,
     results: Mapping[tuple[int, int], Spelled],
     sha: str = SHA,
-    threshold: float | None = None,
+    threshold: float | None = 1.0,
     prompts: Mapping[int, str] | None = None,
     with_source_rows: bool = True,
 ) -> Path:
     """A run folder over `source_rows` x `n` with `results` keyed by (source row, attempt);
-    `prompts` gives a row's opening user message, written into each of its trajectories."""
+    `prompts` gives a row's opening user message, written into each of its trajectories;
+    `threshold` is what metrics.json says (None: no metrics.json)."""
     folder.mkdir(parents=True)
     inputs = official_inputs(
         dataset={"sha256": sha, "selected_source_rows": format_row_selector(source_rows)}, n=n

@@ -158,3 +158,15 @@ def test_a_pair_with_nothing_to_compare_is_refused_with_the_reason(tmp_path: Pat
 def test_a_folder_that_is_no_run_is_named(tmp_path: Path) -> None:
     with pytest.raises(CompareInputError, match=r"^B: .*manifest.json cannot be read"):
         read_compared_run(tmp_path, label="B")
+
+
+def test_a_run_that_does_not_say_its_threshold_is_counted_at_the_default_and_said_so(
+    tmp_path: Path,
+) -> None:
+    a = write_run(tmp_path / "a", source_rows=[0], results={(0, 0): PASS}, threshold=None)
+    b = write_run(tmp_path / "b", source_rows=[0], results={(0, 0): PASS})
+    assert compared(tmp_path, a, b).notes == [
+        "A's metrics.json does not say the pass threshold it counted with: 1 is used "
+        "(--pass-threshold sets it)"
+    ]
+    assert compared(tmp_path, a, b, threshold=1.0).notes == []
