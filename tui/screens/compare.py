@@ -130,7 +130,7 @@ class CompareScreen(Screen[None]):
         yield FittedFooter(FOOTER_PRIORITY)
 
     def on_mount(self) -> None:
-        self.table.show(self.ordered)
+        self._show_rows()
         self.table.focus()
 
     @property
@@ -142,6 +142,9 @@ class CompareScreen(Screen[None]):
 
     def watch_chosen(self, chosen: ItemClass | None) -> None:
         self.query_one(ClassChips).show(self.comparison, chosen)
+        self._show_rows()
+
+    def _show_rows(self) -> None:
         self.table.show(self.shown)
 
     @on(CompareTable.CursorMoved)
@@ -151,7 +154,7 @@ class CompareScreen(Screen[None]):
     def _show_status(self) -> None:
         table = self.table
         total = len(self.comparison.rows)
-        changed = sum(1 for row in table.rows if row.changed)
+        changed = len(table.changed_at)
         where = f"row {table.cursor + 1:,} of {len(table.rows):,}" if table.rows else "no row shown"
         shown = f"{len(table.rows):,} of {total:,} rows"
         chosen = "" if self.chosen is None else f" · only {self.chosen}"

@@ -11,6 +11,7 @@ colour, a changed error with its warning colour; rows whose content differs betw
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -227,6 +228,7 @@ class CompareTable(ScrollView, can_focus=True):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.pass_at_k = pass_at_k
         self.rows: Sequence[RowComparison] = ()
+        self.changed_at: list[int] = []
         self.cursor = 0
         self._strips: dict[int, Strip] = {}
         self._header: Strip | None = None
@@ -235,6 +237,9 @@ class CompareTable(ScrollView, can_focus=True):
         self._styles: dict[str, Style] = {}
         self._cached_styles: tuple[Style, ...] = ()
         self._restyled = True
+        self._dim = Style()
+        self._tints: dict[str, Style] = {}
+        self._cursor = Style()
 
     def on_mount(self) -> None:
         self.vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
@@ -246,6 +251,9 @@ class CompareTable(ScrollView, can_focus=True):
         else goes to the first."""
         current = self.cursor_row
         self.rows = rows
+        #: Where the rows with a changed item are, ascending: `n` and `p` look them up here
+        #: rather than walking 100,000 rows that did not change.
+        self.changed_at = [index for index, row in enumerate(rows) if row.changed]
         self._strips.clear()
         self.cursor = 0
         if current is not None:
@@ -275,13 +283,17 @@ class CompareTable(ScrollView, can_focus=True):
     def next_change(self, direction: int) -> bool:
         """Move the cursor to the next (1) or previous (-1) row with a changed item; False,
         the cursor left where it is, when there is none that way."""
-        index = self.cursor + direction
-        while 0 <= index < len(self.rows):
-            if self.rows[index].changed:
-                self.move_cursor(index)
-                return True
-            index += direction
-        return False
+        changed = self.changed_at
+        if direction > 0:
+            position = bisect.bisect_right(changed, self.cursor)
+            found = changed[position] if position < len(changed) else None
+        else:
+            position = bisect.bisect_left(changed, self.cursor)
+            found = changed[position - 1] if position > 0 else None
+        if found is None:
+            return False
+        self.move_cursor(found)
+        return True
 
     @property
     def _rows_height(self) -> int:
@@ -352,6 +364,14 @@ class CompareTable(ScrollView, can_focus=True):
                 self._cached_styles = styles
                 self._strips.clear()
                 self._header = None
+            # Resolved once per theme, not per line: only their colours are laid on a row.
+            self._dim = Style(color=styles[2].color)
+            self._tints = {
+                tint: Style(bgcolor=style.bgcolor)
+                for tint, style in zip(TINTS.values(), styles[3:], strict=True)
+            }
+            cursor = self.get_component_rich_style("compare-table--cursor")
+            self._cursor = Style(bgcolor=cursor.bgcolor)
 
     def render_line(self, y: int) -> Strip:
         self._check_cache()
@@ -371,14 +391,13 @@ class CompareTable(ScrollView, can_focus=True):
                 0, width, base
             )
         if index == self.cursor:
-            cursor = self.get_component_rich_style("compare-table--cursor")
-            strip = overlay(strip, Style(bgcolor=cursor.bgcolor))
+            strip = overlay(strip, self._cursor)
         return strip
 
     def _render_row(self, row: RowComparison, base: Style) -> Strip:
         cells = row_cells(row)
         muted = row.content != "same"
-        dim = Style(color=self.get_component_rich_style("compare-table--dim").color)
+        dim = self._dim
         segments: list[Segment] = []
         for column, width in self._layout:
             if column.key != "classes":
@@ -398,6 +417,5 @@ class CompareTable(ScrollView, can_focus=True):
         strip = Strip(segments).apply_style(base)
         tint = row_tint(row)
         if tint is not None:
-            tinted = self.get_component_rich_style(tint)
-            strip = overlay(strip, Style(bgcolor=tinted.bgcolor))
+            strip = overlay(strip, self._tints[tint])
         return strip
