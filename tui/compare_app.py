@@ -113,10 +113,14 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
             name if family else binding.id, ([], family or binding.tooltip or binding.description)
         )
         entry[0].append(app.get_key_display(binding))
-    return [
+    shown = [
         (f"{keys[0]} … {keys[-1]}" if name in FAMILIES else ", ".join(keys), what)
         for name, (keys, what) in lines.items()
     ]
+    if not any("↑" in keys for keys, _ in shown):
+        # The runs list's and the transcripts' moves are Textual's own: said once, plainly.
+        shown.append(("↑ ↓ pgup pgdn home end", "Move the cursor, or scroll"))
+    return shown
 
 
 def create_compare_app(

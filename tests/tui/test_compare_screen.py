@@ -149,7 +149,7 @@ async def test_on_a_narrow_terminal_the_two_sides_stand_one_above_the_other(
         assert not screen.has_class("-narrow")
 
 
-async def test_the_help_lists_the_screens_keys(tmp_path: Path) -> None:
+async def test_the_help_lists_the_keys_of_the_screen_shown(tmp_path: Path) -> None:
     app = create_compare_app(comparison_of(tmp_path))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -161,8 +161,14 @@ async def test_the_help_lists_the_screens_keys(tmp_path: Path) -> None:
         assert keys["n, ]"] == "The next row that changed from A to B"
         assert keys["1 … 9"].startswith("Show only the rows with a work item of one class")
         assert "q" in keys and "?, f1" in keys
-        await pilot.press("escape")
-        assert isinstance(app.screen, CompareScreen)
+        await pilot.press("escape", "enter", "question_mark")
+        await pilot.pause()
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        keys = dict(help_screen.bindings_shown)
+        assert keys["n, ]"] == "Scroll to the row's next attempt"
+        assert keys["esc"] == "Back to the compared rows"
+        assert keys["↑ ↓ pgup pgdn home end"] == "Move the cursor, or scroll"
 
 
 async def test_the_runs_screen_picks_a_then_b_and_comes_back(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from core.eval.attach.run_list import ListedRun, local_time
 from core.eval.compare.compared_run import CompareInputError, read_compared_run
 from core.eval.compare.comparison import Comparison, compare_runs
 from tui.widgets.fitted_footer import FittedFooter
-from tui.widgets.format import plain
+from tui.widgets.format import multi_line, plain
 
 FOOTER_PRIORITY = ("quit", "help", "compare", "mark")
 COLUMNS = ("", "name", "status", "done", "pass", "started", "by")
@@ -194,7 +194,7 @@ class RunsScreen(Screen[None]):
                 read_compared_run(b, label="B", threshold=self.threshold),
             )
         except CompareInputError as exc:
-            self.notify(str(exc), severity="error", markup=False, timeout=8)
+            self.notify(multi_line(str(exc)), severity="error", markup=False, timeout=8)
             return
         self.compared = comparison
         self.app.push_screen(CompareScreen(comparison, back=True))
