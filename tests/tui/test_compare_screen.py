@@ -228,3 +228,30 @@ async def test_an_incomparable_pick_is_said_and_the_list_stays(tmp_path: Path) -
         toasts = [rendered(toast) for toast in app.screen.query("Toast.-error")]
         # The toast's first line: the reason goes on ("… row in common: nothing to compare").
         assert any("A (one) and B (two) have no source" in toast for toast in toasts)
+
+
+async def test_notes_of_the_pairing_are_shown_and_unpaired_rows_listed(tmp_path: Path) -> None:
+    from core.eval.compare.compared_run import read_compared_run
+    from core.eval.compare.comparison import compare_runs
+    from tests.eval.compare.folders import FAIL, PASS, write_run
+
+    prompts = {0: "What is 2 * 3?", 1: "What is 4 * 5?", 2: "What is 6 * 7?"}
+    results = {(0, 0): PASS, (1, 0): PASS, (2, 0): PASS}
+    a = write_run(tmp_path / "a", source_rows=[0, 1, 2], results=results, prompts=prompts)
+    b = write_run(
+        tmp_path / "b",
+        source_rows=[0, 1, 2],
+        results={**results, (1, 0): FAIL},
+        sha="b" * 64,
+        prompts={**prompts, 2: "What is 8 * 9?"},
+    )
+    comparison = compare_runs(read_compared_run(a, label="A"), read_compared_run(b, label="B"))
+    app = create_compare_app(comparison)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        header = rendered(app.screen.query_one("#compare-header", Static))
+        assert "note: the runs read different dataset files" in header
+        assert "note: 1 row whose content differs: listed, not compared" in header
+        assert shown_rows(app) == [1, 0, 2]  # the regressed row, the same one, the other
+        table = rendered(app.screen.query_one("#compare-table"))
+        assert "2 1/1 → 1/1 1 → 1 1.0s → 1.0s content differs" in table

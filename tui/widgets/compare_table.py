@@ -101,11 +101,12 @@ def _pass_at_k(a: RowSide | None, b: RowSide | None) -> str:
 
 def class_cells(row: RowComparison) -> list[tuple[str, str]]:
     """The classes of a row's items as (text, style name): changed ones first, counted when
-    more than one; a row whose content was not compared says why instead."""
+    more than one; a row whose content was not compared (the header's notes say so) says why
+    instead."""
     if row.content == "differs":
-        return [("content differs: not compared", "")]
+        return [("content differs", "")]
     if row.content == "unchecked":
-        return [("content unchecked: not compared", "")]
+        return [("content unchecked", "")]
     ordered = sorted(
         (name for name in CLASSES if row.classes.get(name)), key=lambda name: name not in CHANGED
     )
