@@ -255,3 +255,24 @@ async def test_notes_of_the_pairing_are_shown_and_unpaired_rows_listed(tmp_path:
         assert shown_rows(app) == [1, 0, 2]  # the regressed row, the same one, the other
         table = rendered(app.screen.query_one("#compare-table"))
         assert "2 1/1 → 1/1 1 → 1 1.0s → 1.0s content differs" in table
+
+
+async def test_both_sides_say_an_attempt_one_run_does_not_have(tmp_path: Path) -> None:
+    from core.eval.compare.compared_run import read_compared_run
+    from core.eval.compare.comparison import compare_runs
+    from tests.eval.compare.folders import PASS, write_run
+
+    a = write_run(tmp_path / "a", source_rows=[0], results={(0, 0): PASS})
+    b = write_run(tmp_path / "b", source_rows=[0], n=2, results={(0, 0): PASS, (0, 1): PASS})
+    comparison = compare_runs(read_compared_run(a, label="A"), read_compared_run(b, label="B"))
+    app = create_compare_app(comparison)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, RowSidesScreen) and screen.attempts == [0, 1]
+        second = screen.query(".pair").last()
+        facts_a, facts_b = (rendered(facts) for facts in second.query(".facts"))
+        assert "not in this run" in facts_a and "pass" in facts_b
+        assert "only_in_B" in rendered(screen.query_one("#attempt-1", Static))

@@ -70,7 +70,7 @@ def run_compare(args: argparse.Namespace) -> int:
     comparison: Comparison | None
     if on_screen:
         # The compare screen; with fewer than two runs given, the runs screen first.
-        app = _picking_app(args) if args.b is None else _compare_app(load_comparison(args))
+        app = _picking_app(args) if args.b is None else _compare_app(_loaded(args))
         app.run()
         if app.return_code:
             return exit_codes.NOT_DONE  # the screen itself failed (Textual said why)
@@ -78,7 +78,7 @@ def run_compare(args: argparse.Namespace) -> int:
         if comparison is None:
             return exit_codes.OK  # the user compared nothing: nothing regressed
     else:
-        comparison = load_comparison(args)
+        comparison = _loaded(args)
         if args.json:
             from core.eval.compare.json_document import comparison_document
 
@@ -98,6 +98,15 @@ def run_compare(args: argparse.Namespace) -> int:
             )
         return exit_codes.NOT_DONE
     return exit_codes.OK
+
+
+def _loaded(args: argparse.Namespace) -> Comparison:
+    from core.eval.gc_tuning import settled_for_a_run
+
+    # Two runs of 100,000 items are 200,000 results alive at once: the collector, tuned as for
+    # a run, stops rescanning them over and over while they are read and paired.
+    with settled_for_a_run():
+        return load_comparison(args)
 
 
 def load_comparison(args: argparse.Namespace) -> Comparison:

@@ -37,16 +37,15 @@ FOOTER_PRIORITY = ("quit", "help", "back", "next_attempt", "previous_attempt")
 OUTCOME_STYLES = {"pass": "green", "failure": "red", "error": "red", "skipped": "yellow"}
 
 
+def attempts_in(run: ComparedRun, source_row: int) -> set[int]:
+    """The row's attempts in `run`: those it planned, and any its journal holds beside them."""
+    planned = range(run.n) if source_row in run.source_rows else range(0)
+    return {*planned, *(attempt for row, attempt in run.results if row == source_row)}
+
+
 def attempts_of(comparison: Comparison, source_row: int) -> list[int]:
     """Every attempt of the row that either run planned or journaled, ascending."""
-    return sorted(
-        {
-            attempt
-            for run in (comparison.a, comparison.b)
-            for row, attempt in run.planned
-            if row == source_row
-        }
-    )
+    return sorted(attempts_in(comparison.a, source_row) | attempts_in(comparison.b, source_row))
 
 
 def classes_of(comparison: Comparison, source_row: int) -> dict[int, ItemClass]:
@@ -62,7 +61,7 @@ def classes_of(comparison: Comparison, source_row: int) -> dict[int, ItemClass]:
 def side_facts(label: str, run: ComparedRun, key: PairKey) -> RenderableType:
     """What one run's work item came to, in a few lines."""
     title = Text.assemble((f"{label}  ", "bold"), plain(run.name, "bold"))
-    if key not in run.planned:
+    if key[1] not in attempts_in(run, key[0]):
         return Group(title, Text("not in this run", "dim"))
     result = run.results.get(key)
     if result is None:
