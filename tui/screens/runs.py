@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Static
 from core.eval.attach.run_list import ListedRun, local_time
 from core.eval.compare.compared_run import CompareInputError, read_compared_run
 from core.eval.compare.comparison import Comparison, compare_runs
+from tui.screens.compare import CompareScreen
 from tui.widgets.fitted_footer import FittedFooter
 from tui.widgets.format import multi_line, plain
 
@@ -186,8 +187,6 @@ class RunsScreen(Screen[None]):
     def open_comparison(self, a: Path, b: Path) -> None:
         """Compare run folder `a` to `b` on the compare screen; what makes them incomparable
         is said, and the list stays."""
-        from tui.screens.compare import CompareScreen
-
         try:
             comparison = compare_runs(
                 read_compared_run(a, label="A", threshold=self.threshold),
