@@ -22,6 +22,7 @@ from core.eval.results.metrics import Progress
 from core.types import RolloutStatus
 from tui.app import create_app
 from tui.sources.base import NewRollout, ServerView
+from tui.sources.pass_rule import PassRule
 from tui.widgets.table.rollout_table import RolloutTable
 
 ROLLOUTS = 10_000
@@ -50,6 +51,7 @@ class SyntheticSource:
     sends_by_hand = False
     detaches_on_quit = False
     servers_stop_with_run = False
+    pass_rule = PassRule(1, 1.0)
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, None, 0)

@@ -43,6 +43,7 @@ from core.types import (
 )
 from tui.app import DashboardApp, create_app
 from tui.sources.base import NewRollout, Player, RunEnding, ServerView
+from tui.sources.pass_rule import PassRule
 from tui.widgets.summary import SummaryStrip
 
 T0 = 5_000.0  # the board's start, on the frozen monotonic clock
@@ -95,6 +96,7 @@ class StaticSource:
     trials_root: Path | None = None
     ending: RunEnding | None = None
     event_silence: EventSilence | None = None
+    pass_rule: PassRule = field(default_factory=lambda: PassRule(1, 1.0))
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]

@@ -13,16 +13,28 @@ from __future__ import annotations
 
 from pathlib import Path
 from shlex import quote
+from typing import Any
 
 from core.eval.attach.client import ControlClient
 from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
-from core.eval.results.folder import TRIALS_DIR
+from core.eval.results.folder import MANIFEST_FILE, METRICS_FILE, TRIALS_DIR
 from core.eval.results.metrics import Progress
+from core.eval.untrusted_json import load_json_file
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
+from tui.sources.pass_rule import recorded_pass_rule
 
 #: Why sending rollouts by hand is not offered here.
 NOT_FROM_HERE = "only the dashboard of the process that runs it can do that"
+
+
+def _document(path: Path) -> Any:
+    """A JSON file of the run's folder; None when it cannot be read (the rule's defaults
+    then stand: the grid still shows what passed by the default threshold)."""
+    try:
+        return load_json_file(path)
+    except (OSError, ValueError):
+        return None
 
 
 class AttachedSource:
@@ -32,6 +44,11 @@ class AttachedSource:
         self.client = client
         self.board = client.board
         self._ending: RunEnding | None = None
+        folder = client.run.folder
+        #: Read once: the run wrote both files when it started.
+        self.pass_rule = recorded_pass_rule(
+            _document(folder / METRICS_FILE), _document(folder / MANIFEST_FILE)
+        )
 
     @property
     def title(self) -> str:

@@ -13,6 +13,7 @@ from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results.metrics import Progress
+from tui.sources.pass_rule import PassRule
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,12 @@ class DashboardSource(Protocol):
         ...
 
     def progress(self) -> Progress: ...
+
+    @property
+    def pass_rule(self) -> PassRule:
+        """The run's attempts per row and pass threshold: what the rows × attempts grid
+        counts by (the progress line counts with the same threshold)."""
+        ...
 
     def servers(self) -> list[ServerView]: ...
 

@@ -17,6 +17,7 @@ from core.eval.servers.pool import shown_state
 from core.eval.session import REFUSED_AT_START
 from core.rollout_record import RequestOptions
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
+from tui.sources.pass_rule import PassRule
 
 
 class LiveSource:
@@ -125,6 +126,10 @@ class LiveSource:
 
     def progress(self) -> Progress:
         return self.session.progress()
+
+    @property
+    def pass_rule(self) -> PassRule:
+        return PassRule(self.plan.n, self.plan.pass_threshold)
 
     @property
     def event_silence(self) -> EventSilence | None:
