@@ -11,6 +11,7 @@ import asyncio
 import json
 import resource
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from textual import events
@@ -19,6 +20,7 @@ from textual.strip import Strip
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
+from core.eval.results.records import ItemKey, ItemResult
 from core.types import RolloutStatus
 from tui.app import create_app
 from tui.sources.base import NewRollout, ServerView
@@ -58,6 +60,9 @@ class SyntheticSource:
 
     def servers(self) -> list[ServerView]:
         return []
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        return {}
 
     async def run(self) -> None:
         await asyncio.Event().wait()

@@ -12,7 +12,7 @@ import argparse
 import hashlib
 import os
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -27,6 +27,7 @@ from core.eval.event_silence import EventSilence
 from core.eval.results import reward_stats
 from core.eval.results.calls import ModelCall
 from core.eval.results.metrics import Progress
+from core.eval.results.records import ItemKey, ItemResult
 from core.phases import PhaseMark
 from core.rollout_record import (
     CancelRequest,
@@ -124,6 +125,9 @@ class StaticSource:
 
     def servers(self) -> list[ServerView]:
         return self.server_states
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        return {}
 
     async def run(self) -> None:
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from core.eval.results.recording import (
     StatusSeen,
     read_recording,
 )
-from core.eval.results.records import ItemResult
+from core.eval.results.records import ItemKey, ItemResult
 from core.eval.untrusted_json import load_json_file
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.pass_rule import recorded_pass_rule
@@ -272,6 +273,9 @@ class ReplaySource:
         return self.state.progress(
             self.clock(), total_items=self.total_items, pass_threshold=self.pass_rule.threshold
         )
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        return {}  # every invocation's rollouts are played onto the board
 
     def servers(self) -> list[ServerView]:
         return []
