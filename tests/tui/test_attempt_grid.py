@@ -36,6 +36,7 @@ from tests.tui.test_attach import attached, running
 from tui.app import DashboardApp
 from tui.bindings import help_lines, palette_commands
 from tui.screens.attempt_grid import ONE_ATTEMPT, AttemptGridScreen
+from tui.screens.dialogs import HelpScreen, QuitScreen
 from tui.widgets.grid.grid_view import AttemptGridView
 
 GRID_TOOLTIP = "Rows × attempts grid: rows passing only sometimes first"
@@ -151,6 +152,15 @@ async def test_the_grid_follows_a_live_run_flaky_rows_first_and_enter_shows_a_ro
             await pilot.press("escape")  # leaves the row, as it leaves a text filter
             await until(pilot, lambda: len(app.table.order) == len(app.board))
             assert "row 0" not in status_line(app)
+
+            # Over the grid, `?` is the dashboard's help and `q` its quit, which asks first.
+            await open_grid(pilot, app)
+            await pilot.press("question_mark")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, AttemptGridScreen))
+            await pilot.press("q")
+            await until(pilot, lambda: isinstance(app.screen, QuitScreen))
 
 
 async def test_the_grid_says_what_metrics_json_says_and_a_replay_of_the_run_draws_it_again(
