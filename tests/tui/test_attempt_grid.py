@@ -17,6 +17,7 @@ from uuid import uuid4
 
 from textual.pilot import Pilot
 
+from core.eval.results.metrics import k_values
 from core.eval.results.records import ItemResult
 from server_stub import AgentWorkflow, AgentWorkflowOutput
 from server_stub.workflow import AgentWorkflowContext
@@ -37,7 +38,7 @@ from tui.app import DashboardApp
 from tui.bindings import help_lines, palette_commands
 from tui.screens.attempt_grid import ONE_ATTEMPT, AttemptGridScreen
 from tui.screens.dialogs import HelpScreen, QuitScreen
-from tui.widgets.grid.grid_view import AttemptGridView
+from tui.widgets.grid.grid_view import AttemptGridView, header_cells, layout
 
 GRID_TOOLTIP = "Rows × attempts grid: rows passing only sometimes first"
 #: Answers so far per row key (`PassesFirst`): the workflow runs in this process.
@@ -320,3 +321,15 @@ async def test_an_attached_dashboard_shows_the_results_a_resumed_run_carried_ove
                     shapes(app) == [("0", "flaky", "✔✘", "1/2"), ("1", "unfinished", "◉◉", "-")]
                 ),
             )
+
+
+def test_a_narrow_grid_drops_pass_at_k_columns_before_it_cuts_attempts() -> None:
+    """At 80 columns (78 inside the scrollbar): 16 attempts all shown, pass@16 gives way;
+    100 attempts keep only pass@1 and are cut with a mark; nothing is ever wider than the
+    width."""
+    sixteen = layout(78, 16, k_values(16))
+    assert (sixteen.glyphs, sixteen.ks) == (16, (1, 2, 4, 8))
+    hundred = layout(78, 100, k_values(100))
+    assert hundred.ks == (1,) and hundred.glyphs < 100
+    assert len(header_cells(hundred)) <= 78
+    assert layout(158, 16, k_values(16)).ks == (1, 2, 4, 8, 16)

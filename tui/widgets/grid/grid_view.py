@@ -36,8 +36,6 @@ GAP = "  "
 ROW_WIDTH = 6
 CLASS_WIDTH = max(len(name) for name, _ in CLASS_CELLS.values())
 ATTEMPTS_TITLE = "attempts"
-#: The least room the glyphs keep before pass@k columns are dropped (the largest k first).
-LEAST_GLYPHS = 8
 MORE = "…"
 
 
@@ -54,7 +52,8 @@ class GridLayout:
 
 def layout(width: int, n: int, ks: Iterable[int]) -> GridLayout:
     """The columns for `n` attempts a row in `width` cells: every glyph when they fit, else
-    the pass@k columns give way (the largest k first), then the glyphs are cut with `MORE`."""
+    the pass@k columns give way (the largest k first; pass@1 stays), then the glyphs are cut
+    with `MORE`: the attempts are what the grid is for."""
     pass_width = max(len("pass"), 2 * len(str(n)) + 1)
     shown = list(ks)
     fixed = ROW_WIDTH + len(GAP) + CLASS_WIDTH + len(GAP) + len(GAP) + pass_width
@@ -62,7 +61,7 @@ def layout(width: int, n: int, ks: Iterable[int]) -> GridLayout:
     def room() -> int:
         return width - fixed - sum(len(GAP) + _k_width(k) for k in shown)
 
-    while shown and room() < min(n, LEAST_GLYPHS):
+    while len(shown) > 1 and room() < n:
         shown.pop()
     glyph_width = max(min(max(n, len(ATTEMPTS_TITLE)), room()), 1)
     glyphs = n if n <= glyph_width else max(glyph_width - len(MORE), 0)
