@@ -98,7 +98,11 @@ class AttemptGridScreen(ModalScreen[GridRow | None]):
         one, are behind this screen: it opens again on the new one)."""
         super().__init__()
         self.source = source
-        self.grid = AttemptGrid(board, source.pass_rule, source.carried_results())
+        self.grid = grid = AttemptGrid(board, source.pass_rule, source.carried_results())
+        # The run's rows: its work items over n, which no repaint changes (asked once: a live
+        # run counts its progress over every result); the rows seen, when a replayed run's
+        # manifest does not say how many.
+        self._total_rows = source.progress().total // grid.n
         self._title = Static(classes="grid-line", id="grid-title")
         self._counts = Static(classes="grid-line", id="grid-counts")
         self._pass_at_k = Static(classes="grid-line", id="grid-pass-at-k")
@@ -137,9 +141,7 @@ class AttemptGridScreen(ModalScreen[GridRow | None]):
 
     def _show_header(self) -> None:
         grid = self.grid
-        # The run's rows: its work items over n (a replay of a run whose manifest does not
-        # say how many: the rows seen).
-        total_rows = max(self.source.progress().total // grid.n, len(grid.rows))
+        total_rows = max(self._total_rows, len(grid.rows))
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append("Rows × attempts")
         title.append(f"  {len(grid.rows)} of {total_rows} rows started · n = {grid.n}", "dim")
