@@ -19,7 +19,7 @@ import logging
 from pydantic import ValidationError
 
 from core.errors import RolloutProtocolError
-from core.eval.results.records import ItemResult, WorkItem
+from core.eval.results.records import ItemResult, ItemStatus, WorkItem
 from core.eval.safe_text import shown_value
 from core.eval.token_counts import NOT_A_COUNT, token_count
 from core.types import RolloutResultResponse, RolloutStatus
@@ -35,28 +35,44 @@ def classify(
     item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: float
 ) -> ItemResult | None:
     """The item's outcome, or None when it must stay pending (cancelled)."""
+    journaled = item_status(result)
+    if journaled is None:
+        return None
+    status, reward, error_type = journaled
+    sample = result.sample
+    tokens = _tokens(rollout_id, sample.metrics) if sample is not None else None
+    if status == "failed":
+        return failed_item(item, rollout_id, duration_ms, error_type, tokens=tokens)
+    return ItemResult(
+        row_index=item.row_index,
+        run_index=item.run_index,
+        rollout_id=rollout_id,
+        status=status,
+        source_row_index=item.source_row_index,
+        reward=reward,
+        tokens=tokens,
+        duration_ms=duration_ms,
+        error_type=None,
+    )
+
+
+def item_status(
+    result: RolloutResultResponse,
+) -> tuple[ItemStatus, float | None, str | None] | None:
+    """What a rollout's result makes of its work item: the status, reward and error type it
+    is journaled with; None when it was cancelled (the item stays pending)."""
     status = result.status
     if status == RolloutStatus.CANCELLED:
         return None
     sample = result.sample
-    tokens = _tokens(rollout_id, sample.metrics) if sample is not None else None
     if status == RolloutStatus.SUCCESS:
-        skipped = sample is not None and sample.remove_sample
-        return ItemResult(
-            row_index=item.row_index,
-            run_index=item.run_index,
-            rollout_id=rollout_id,
-            status="skipped" if skipped else "success",
-            source_row_index=item.source_row_index,
-            reward=None if sample is None or skipped else sample.reward,
-            tokens=tokens,
-            duration_ms=duration_ms,
-            error_type=None,
-        )
+        if sample is not None and sample.remove_sample:
+            return "skipped", None, None
+        return "success", None if sample is None else sample.reward, None
     error_type = (
         result.err_category.value if result.err_category else result.err_message or "rollout_failed"
     )
-    return failed_item(item, rollout_id, duration_ms, error_type, tokens=tokens)
+    return "failed", None, error_type
 
 
 def invalid_reward(error: RolloutProtocolError) -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from core.eval.results.metrics import is_pass
-from core.eval.results.records import ItemResult
+from core.eval.results.records import ItemResult, ItemStatus
 
 OutcomeKind = Literal["pass", "failure", "error", "skipped"]
 
@@ -58,12 +58,19 @@ class ItemOutcome:
 
 def outcome_of(result: ItemResult, threshold: float) -> ItemOutcome:
     """The outcome of a journaled result, passes counted with its run's `threshold`."""
-    if result.status == "skipped":
+    return outcome_from(result.status, result.reward, result.error_type, threshold)
+
+
+def outcome_from(
+    status: ItemStatus, reward: float | None, error_type: str | None, threshold: float
+) -> ItemOutcome:
+    """The outcome of a work item journaled as `status`, `reward` and `error_type`."""
+    if status == "skipped":
         return ItemOutcome("skipped")
-    if is_pass(result.status, result.reward, threshold):
+    if is_pass(status, reward, threshold):
         return ItemOutcome("pass")
-    if result.status == "failed":
-        return ItemOutcome("error", result.error_type)
+    if status == "failed":
+        return ItemOutcome("error", error_type)
     return ItemOutcome("failure")
 
 
@@ -89,5 +96,6 @@ __all__ = [
     "ItemOutcome",
     "OutcomeKind",
     "classify",
+    "outcome_from",
     "outcome_of",
 ]
