@@ -50,9 +50,13 @@ class SyntheticSource:
     sends_by_hand = False
     detaches_on_quit = False
     servers_stop_with_run = False
+    baseline = None
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, None, 0)
+
+    def baseline_counts(self) -> None:
+        return None
 
     def servers(self) -> list[ServerView]:
         return []

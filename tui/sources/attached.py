@@ -15,10 +15,12 @@ from pathlib import Path
 from shlex import quote
 
 from core.eval.attach.client import ControlClient
+from core.eval.compare.baseline import Baseline, BaselineCounts, read_baseline
+from core.eval.compare.compared_run import CompareInputError
 from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
 from core.eval.results.folder import TRIALS_DIR
-from core.eval.results.metrics import Progress
+from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
 
 #: Why sending rollouts by hand is not offered here.
@@ -32,6 +34,22 @@ class AttachedSource:
         self.client = client
         self.board = client.board
         self._ending: RunEnding | None = None
+        #: Why the run's baseline could not be read here (then its column is not shown).
+        self.baseline_problem: str | None = None
+        self._baseline = self._read_baseline()
+
+    def _read_baseline(self) -> Baseline | None:
+        """The run's baseline, read from its folder as the run read it (the same user on the
+        same machine: the control socket admits no other); its counts come from the run."""
+        run = self.client.run
+        if run.baseline is None:
+            return None
+        threshold = DEFAULT_PASS_THRESHOLD if run.pass_threshold is None else run.pass_threshold
+        try:
+            return read_baseline(run.baseline, label="the baseline", threshold=threshold)
+        except CompareInputError as exc:
+            self.baseline_problem = str(exc)
+            return None
 
     @property
     def title(self) -> str:
@@ -116,6 +134,13 @@ class AttachedSource:
 
     def progress(self) -> Progress:
         return self.client.progress
+
+    @property
+    def baseline(self) -> Baseline | None:
+        return self._baseline
+
+    def baseline_counts(self) -> BaselineCounts | None:
+        return self.client.baseline_counts
 
     def servers(self) -> list[ServerView]:
         servers = self.client.servers

@@ -283,6 +283,14 @@ class ReplaySource:
             self.clock(), total_items=self.total_items, pass_threshold=self.pass_threshold
         )
 
+    @property
+    def baseline(self) -> None:
+        """A recording says nothing of a baseline the run was compared with."""
+        return None
+
+    def baseline_counts(self) -> None:
+        return None
+
     def servers(self) -> list[ServerView]:
         return []
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.table.sorting import SORT_COLUMNS, Sort, sort_records
@@ -28,6 +29,8 @@ class TableView:
     sort: Sort = field(default_factory=Sort)
     #: Only the rollouts sent to this server (its URL); None: every server's.
     server: str | None = None
+    #: The run compared with (`--baseline`), which the base column sorts by.
+    baseline: Baseline | None = field(default=None, compare=False)
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
@@ -36,7 +39,7 @@ class TableView:
         )
         if self.server is not None:
             records = [record for record in records if record.server == self.server]
-        return sort_records(records, self.sort, board, now)
+        return sort_records(records, self.sort, board, now, self.baseline)
 
     @property
     def order_depends_on_changes(self) -> bool:
