@@ -139,7 +139,7 @@ class Baseline:
         one its item was requeued from, and when the baseline has no outcome for its item."""
         base = self.record_outcome(record)
         result = record.latest_result
-        if base is None or result is None or record.requeued_as is not None:
+        if base is None or result is None or not record.finished or record.requeued_as:
             return None
         status = item_status(result)
         if status is None:
