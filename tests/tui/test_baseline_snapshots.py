@@ -64,7 +64,7 @@ def compared_source() -> StaticSource:
     """The running board against the baseline; the strip's counts are its rows' own classes
     (what a live run's tally would have counted from their results)."""
     board, compared = running_board(), baseline()
-    classes = Counter(compared.row_class(record) for record in board)
+    classes = Counter[str | None](compared.row_class(record) for record in board)
     counted = {name: classes[name] for name in BaselineCounts.__dataclass_fields__}
     return StaticSource(board, total=40, baseline=compared, versus=BaselineCounts(**counted))
 
