@@ -121,6 +121,15 @@ def background(app: DashboardApp, item: int) -> Color | None:
     return segment.style.bgcolor
 
 
+def base_colour(app: DashboardApp, item: int) -> Color | None:
+    """The colour of the base cell's text in `item`'s row."""
+    table = app.table
+    y = table.order.index(row_of(app, item)) - int(table.scroll_offset.y) + 1
+    cell = next(s for s in table.render_line(y) if s.text.strip() in ("✔ pass", "✘ fail"))
+    assert cell.style is not None
+    return cell.style.color
+
+
 def strip(app: DashboardApp) -> str:
     """The summary strip as the terminal shows it (its padding is not the text's end)."""
     region = app.summary.region
@@ -154,6 +163,10 @@ async def test_the_base_column_the_tint_and_the_strip_count_against_the_baseline
             regressed = app.table.get_component_rich_style(REGRESSED).bgcolor
             assert background(app, 0) == regressed
             assert regressed not in {background(app, item) for item in (1, 2)}
+            # The base cell says which way it changed: red regressed, green improved.
+            assert base_colour(app, 0) == Color.parse("red")
+            assert base_colour(app, 1) == Color.parse("green")
+            assert base_colour(app, 2) not in {Color.parse("red"), Color.parse("green")}
             # B sorts by the base column: what changed first, the regression before all.
             await pilot.press("B")
             order = [app.board.records[rid].source_row_index for rid in app.table.order]
@@ -199,3 +212,24 @@ async def test_an_attached_dashboard_shows_the_base_column_and_the_runs_count(
             await pilot.pause()
             regressed = app.table.get_component_rich_style(REGRESSED).bgcolor
             assert background(app, 0) == regressed
+
+
+async def test_a_resumed_run_counts_the_items_it_carried_over_against_the_baseline(
+    live_eval: LiveFactory, tmp_path: Path
+) -> None:
+    """The strip counts the run, as its progress does: the items finished by an earlier
+    invocation are counted from the start, though this session's table has only the rest."""
+    await baseline_run(tmp_path, failing=BASELINE_FAILING)
+    workflow, grader = scripted(failing=LIVE_FAILING, slow=LIVE_SLOW)
+    async with live_eval(ROWS, workflow=workflow, grader=grader, baseline="base") as first:
+        session = first.source.session
+        task = asyncio.ensure_future(first.source.run())
+        await eventually(lambda: len(session.results) == 3, "three results")
+        await session.interrupt(cancel_in_flight=True)
+        await task
+    async with live_eval(ROWS, workflow=workflow, grader=grader, baseline="base") as live:
+        app = make_app(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: len(app.board) == 1 and "running 1" in strip(app))
+            await until(pilot, lambda: "3 compared" in strip(app))
+            assert "vs baseline: +1 improved, −1 regressed, 3 compared" in strip(app)
