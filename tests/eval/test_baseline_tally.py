@@ -12,8 +12,7 @@ from core.eval.compare.baseline import (
     BaselineCounts,
     BaselineTally,
 )
-from core.eval.compare.compared_run import ComparedRun
-from core.eval.compare.outcomes import ItemOutcome
+from core.eval.compare.outcomes import ItemOutcome, outcome_of
 from core.eval.results.records import ItemResult, ItemStatus
 
 
@@ -37,19 +36,16 @@ def result(
 
 
 def baseline_of(results: list[ItemResult], *, rows: int, n: int = 1) -> Baseline:
-    run = ComparedRun(
+    """The baseline of a run of `rows` rows × `n` whose finished items are `results`."""
+    return Baseline(
         folder=Path("base"),
         name="base",
-        tool="osmosis-tui",
-        model=None,
         dataset_sha256="0" * 64,
-        source_rows=tuple(range(rows)),
+        source_rows=range(rows),
         n=n,
+        outcomes=[((r.row_index, r.run_index), outcome_of(r, 1.0)) for r in results],
         threshold=1.0,
-        threshold_recorded=True,
-        results={(r.source_row_index or 0, r.run_index): r for r in results},
     )
-    return Baseline(run, threshold=1.0)
 
 
 def test_each_work_item_takes_two_bytes_whatever_it_came_to() -> None:

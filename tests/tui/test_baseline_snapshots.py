@@ -2,11 +2,10 @@
 base column, the regressed row's tint and the summary strip's count, at 160×45 and at 80×24
 (where the time in phase gives way to the base column), and sorted by it (`B`).
 
-The states are tests/tui/states.py's running board with a baseline made from a run folder's
-reading (`ComparedRun`) written here: most rows passed there (those that fail now regressed),
-row 0 failed and row 1 failed with an error (both improved), row 2 was skipped, and rows 9
-and 12 are missing.
-Plain functions, as pytest-textual-snapshot runs the app itself; a frozen clock.
+The states are tests/tui/states.py's running board with a baseline of outcomes written
+here: most rows passed there (those that fail now regressed), row 0 failed and row 1 failed
+with an error (both improved), row 2 was skipped, and rows 9 and 12 are missing. Plain
+functions, as pytest-textual-snapshot runs the app itself; a frozen clock.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.eval.compare.baseline import Baseline, BaselineCounts
-from core.eval.compare.compared_run import ComparedRun
+from core.eval.compare.outcomes import outcome_of
 from core.eval.results.records import ItemResult, ItemStatus
 from tests.tui.states import StaticSource, build_app, prepare_view, rollout_id, running_board
 
@@ -34,7 +33,7 @@ BASELINE[2] = ("skipped", None, None)
 
 def baseline() -> Baseline:
     results = {
-        (row, 0): ItemResult(
+        row: ItemResult(
             row_index=row,
             run_index=0,
             rollout_id=f"base-{rollout_id(row)}",
@@ -45,19 +44,15 @@ def baseline() -> Baseline:
         )
         for row, (status, reward, error_type) in BASELINE.items()
     }
-    run = ComparedRun(
+    return Baseline(
         folder=Path(".osmosis/evals/multiply-20260228-090000"),
         name="multiply-20260228-090000",
-        tool="osmosis-tui",
-        model="openai/gpt-5-mini",
         dataset_sha256="0" * 64,
-        source_rows=tuple(range(40)),
+        source_rows=range(40),
         n=1,
+        outcomes=(((row, 0), outcome_of(result, 1.0)) for row, result in results.items()),
         threshold=1.0,
-        threshold_recorded=True,
-        results=results,
     )
-    return Baseline(run, threshold=1.0)
 
 
 def compared_source() -> StaticSource:

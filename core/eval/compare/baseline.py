@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.eval.compare.compared_run import ComparedRun, read_compared_run
+from core.eval.compare.compared_run import ComparedRun, PairKey, read_compared_run
 from core.eval.compare.outcomes import (
     CLASSES,
     ItemClass,
@@ -59,25 +59,51 @@ COMPARED: tuple[ItemClass, ...] = (
 class Baseline:
     """The outcomes of a baseline run's work items (see the module docstring)."""
 
-    def __init__(self, run: ComparedRun, *, threshold: float) -> None:
-        """`run` read for the baseline; `threshold` is this run's pass threshold, with which
-        this run's rollouts are judged against it (`row_class`)."""
-        self.folder = run.folder
-        self.name = run.name
-        self.dataset_sha256 = run.dataset_sha256
+    def __init__(
+        self,
+        *,
+        folder: Path,
+        name: str,
+        dataset_sha256: str | None,
+        source_rows: Iterable[int],
+        n: int,
+        outcomes: Iterable[tuple[PairKey, ItemOutcome]],
+        threshold: float,
+    ) -> None:
+        """The baseline run in `folder`: its `source_rows` (every row an outcome names
+        among them) and `n` attempts each, and the outcome of each finished item; an
+        outcome of an attempt past `n` is left out. `threshold` is this run's pass
+        threshold, with which this run's rollouts are judged against it (`row_class`)."""
+        self.folder = folder
+        self.name = name
+        self.dataset_sha256 = dataset_sha256
         self.threshold = threshold
-        # Its plan's rows and attempts; a result its journal holds beside them (another
-        # selection's) is kept for its row, not for an attempt past the plan's `n`.
-        rows = sorted(set(run.source_rows) | {row for row, _attempt in run.results})
-        self.n = run.n
-        self.source_rows = array("q", rows)
-        self.codes = array("H", bytes(2 * len(rows) * self.n))
+        self.n = n
+        self.source_rows = array("q", sorted(set(source_rows)))
+        self.codes = array("H", bytes(2 * len(self.source_rows) * n))
         self.error_types: list[str] = []
         interned: dict[str, int] = {}
-        for (row, attempt), result in run.results.items():
+        for (row, attempt), outcome in outcomes:
             position = self.position(row, attempt)
             if position is not None:
-                self.codes[position] = self._code(outcome_of(result, run.threshold), interned)
+                self.codes[position] = self._code(outcome, interned)
+
+    @classmethod
+    def of(cls, run: ComparedRun, *, threshold: float) -> Baseline:
+        """The baseline a comparison's reading of its folder makes (its outcomes counted with
+        its own threshold); `threshold` is this run's."""
+        return cls(
+            folder=run.folder,
+            name=run.name,
+            dataset_sha256=run.dataset_sha256,
+            # Its plan's rows, and those its journal holds beside them (another selection's).
+            source_rows=(*run.source_rows, *(row for row, _attempt in run.results)),
+            n=run.n,
+            outcomes=(
+                (key, outcome_of(result, run.threshold)) for key, result in run.results.items()
+            ),
+            threshold=threshold,
+        )
 
     def _code(self, outcome: ItemOutcome, interned: dict[str, int]) -> int:
         if outcome.kind != "error":
@@ -157,7 +183,7 @@ _PLAIN = {
 def read_baseline(folder: Path, *, label: str, threshold: float) -> Baseline:
     """The baseline in the run folder `folder` (`label` names it in errors), with this run's
     pass `threshold`; `CompareInputError` when it is no readable run."""
-    return Baseline(read_compared_run(folder, label=label), threshold=threshold)
+    return Baseline.of(read_compared_run(folder, label=label), threshold=threshold)
 
 
 @dataclass(frozen=True)

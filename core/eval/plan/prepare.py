@@ -351,7 +351,7 @@ def _comparable_baseline(
             f"run's; run this one without --baseline, then `osmosis-tui compare {given} "
             f"{run_name}`, which checks the rows' contents"
         )
-    baseline = Baseline(run, threshold=pass_threshold)
+    baseline = Baseline.of(run, threshold=pass_threshold)
     selected = [row.source_row_index for row in rows.values()]
     if not baseline.shares_rows(selected):
         raise refused(
