@@ -338,7 +338,8 @@ def _chips(
 
 
 def _versus(counts: BaselineCounts, *, short: bool) -> Text:
-    """ "vs baseline: +3 improved, −2 regressed, 41 compared", or `short`: "vs base +3 −2 of 41"."""
+    """The counts against the baseline, `vs baseline: +3 improved, −2 regressed, 41 compared`
+    (`BaselineCounts.said`, coloured), or `short`: `vs base +3 −2 of 41`."""
     said = Text(no_wrap=True)
     improved, regressed = counts.improved, counts.regressed
     said.append("vs base " if short else "vs baseline: ", "dim")

@@ -159,7 +159,7 @@ class ControlEndpoint:
             "pass_threshold": plan.pass_threshold,
             # The viewer reads the baseline itself: a million items' outcomes would be
             # megabytes sent to every viewer, where this is one path on the same machine.
-            "baseline": str(plan.baseline.folder.absolute()) if plan.baseline else None,
+            "baseline": None if plan.baseline is None else str(plan.baseline.folder.absolute()),
         }
 
     def _state(self) -> dict[str, Any]:
