@@ -54,9 +54,13 @@ class SyntheticSource:
     detaches_on_quit = False
     servers_stop_with_run = False
     pass_rule = PassRule(1, 1.0)
+    baseline = None
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, None, 0)
+
+    def baseline_counts(self) -> None:
+        return None
 
     def servers(self) -> list[ServerView]:
         return []

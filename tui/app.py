@@ -73,6 +73,7 @@ from tui.widgets.phase_track import LEGEND
 from tui.widgets.silence_banner import SilenceBanner
 from tui.widgets.status_line import StatusLine
 from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
+from tui.widgets.table.columns import BASE
 from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort, next_sort, pick
 from tui.widgets.table.view import TableView, next_server, toggle_status
@@ -130,6 +131,7 @@ class DashboardApp(App[None]):
             self.sort,
             self.filter_server,
             self.filter_row,
+            self.source.baseline,
         )
 
     def _show_view(self) -> None:
@@ -228,7 +230,9 @@ class DashboardApp(App[None]):
         self.end_banner = EndBanner(id="end-banner")
         self.silence_banner = SilenceBanner(id="silence-banner")
         self.summary = SummaryStrip(id="summary")
-        self.table = RolloutTable(self.board, clock=self.now, id="table")
+        self.table = RolloutTable(
+            self.board, clock=self.now, baseline=self.source.baseline, id="table"
+        )
         self.filter_bar = Input(
             placeholder="filter: text in id, row, status, error or label", id="filter-bar"
         )
@@ -384,6 +388,7 @@ class DashboardApp(App[None]):
             ended=self._ended_at is not None,
             manual=dispatch.manual if dispatch is not None else 0,
             dispatch_paused=dispatch is not None and dispatch.paused,
+            versus=self.source.baseline_counts(),
         )
         self.status_line.show(
             self.table_view,
@@ -490,6 +495,8 @@ class DashboardApp(App[None]):
                 or self.filter_row is not None
                 or None
             )
+        if action == "sort_by" and parameters == (BASE,):  # its column shows with a baseline
+            return self.source.baseline is not None
         return action_state(action, self.source, self.selected())
 
     # -- actions -----------------------------------------------------------------------------
@@ -568,7 +575,7 @@ class DashboardApp(App[None]):
         bar.remove_class("-open")
 
     def action_sort(self) -> None:
-        self.sort = next_sort(self.sort)
+        self.sort = next_sort(self.sort, baseline=self.source.baseline is not None)
 
     def action_sort_by(self, column: str) -> None:
         self.sort = pick(self.sort, column)
@@ -679,7 +686,9 @@ class DashboardApp(App[None]):
         # A theme named by TEXTUAL_THEME is this run's choice; a theme that is gone is not.
         if saved.theme in self.available_themes and "TEXTUAL_THEME" not in os.environ:
             self.theme = saved.theme
-        if saved.sort is not None:
+        # A sort by the base column needs a baseline to compare with.
+        baseline = self.source.baseline is not None
+        if saved.sort is not None and (saved.sort.column != BASE or baseline):
             self.set_reactive(DashboardApp.sort, saved.sort)  # nothing is drawn yet
 
     def _remember_settings(self) -> None:

@@ -35,6 +35,8 @@ callers have always caught. Where each one lives:
     │   │                         user)
     │   ├── ControlLost           the connection ended before the run did
     │   └── ControlActionError    the run could not do what a viewer asked
+    ├── CompareInputError     a run cannot be compared as asked (not a run, no row in
+    │                         common, another dataset): exit 2 (core.eval.compare.compared_run)
     └── ReplayError           a run's recording cannot be replayed (tui.sources.replay)
 
 The rollout protocol's own errors (`RolloutProtocolError`, `RolloutAdmissionTimeoutError`)

@@ -31,47 +31,49 @@ INVALID_REWARD = "invalid_reward"
 _REWARD = ("sample", "reward")
 
 
-def judged(result: RolloutResultResponse) -> tuple[ItemStatus, float | None] | None:
-    """What a rollout's result makes of its work item: its status and the reward it keeps
-    (none for a failed or skipped one), or None when the item stays pending (cancelled).
-    `classify` journals this; the dashboard's rows × attempts grid reads a rollout by it."""
-    status = result.status
-    if status == RolloutStatus.CANCELLED:
-        return None
-    if status != RolloutStatus.SUCCESS:
-        return "failed", None
-    sample = result.sample
-    if sample is not None and sample.remove_sample:
-        return "skipped", None
-    return "success", None if sample is None else sample.reward
-
-
 def classify(
     item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: float
 ) -> ItemResult | None:
     """The item's outcome, or None when it must stay pending (cancelled)."""
-    verdict = judged(result)
-    if verdict is None:
+    journaled = item_status(result)
+    if journaled is None:
         return None
-    status, reward = verdict
+    status, reward, error_type = journaled
     sample = result.sample
     tokens = _tokens(rollout_id, sample.metrics) if sample is not None else None
-    if status != "failed":
-        return ItemResult(
-            row_index=item.row_index,
-            run_index=item.run_index,
-            rollout_id=rollout_id,
-            status=status,
-            source_row_index=item.source_row_index,
-            reward=reward,
-            tokens=tokens,
-            duration_ms=duration_ms,
-            error_type=None,
-        )
+    if status == "failed":
+        return failed_item(item, rollout_id, duration_ms, error_type, tokens=tokens)
+    return ItemResult(
+        row_index=item.row_index,
+        run_index=item.run_index,
+        rollout_id=rollout_id,
+        status=status,
+        source_row_index=item.source_row_index,
+        reward=reward,
+        tokens=tokens,
+        duration_ms=duration_ms,
+        error_type=None,
+    )
+
+
+def item_status(
+    result: RolloutResultResponse,
+) -> tuple[ItemStatus, float | None, str | None] | None:
+    """What a rollout's result makes of its work item: the status, reward and error type it
+    is journaled with; None when it was cancelled (the item stays pending). `classify`
+    journals this; the baseline's tally and the rows × attempts grid read a rollout by it."""
+    status = result.status
+    if status == RolloutStatus.CANCELLED:
+        return None
+    sample = result.sample
+    if status == RolloutStatus.SUCCESS:
+        if sample is not None and sample.remove_sample:
+            return "skipped", None, None
+        return "success", None if sample is None else sample.reward, None
     error_type = (
         result.err_category.value if result.err_category else result.err_message or "rollout_failed"
     )
-    return failed_item(item, rollout_id, duration_ms, error_type, tokens=tokens)
+    return "failed", None, error_type
 
 
 def invalid_reward(error: RolloutProtocolError) -> str | None:

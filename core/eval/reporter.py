@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import BaselineCounts, BaselineTally
 from core.eval.duration_text import duration
 from core.eval.plan.prepare import EvalPlan
 from core.eval.results.records import ItemResult
 from core.eval.safe_text import terminal_safe
-from core.eval.summary import EvalSummary
+from core.eval.summary import OURS, EvalSummary
 from core.types import RolloutStatus
 
 OutputMode = Literal["rich", "plain", "json"]
@@ -71,6 +72,8 @@ class RunReport:
     cancelled_pending: int = 0
     """Work items left pending because the user cancelled their rollout (from a dashboard or
     a viewer): a cancelled rollout has no result."""
+    versus: BaselineCounts | None = None
+    """With `--baseline`: the run's results counted against it."""
 
     @classmethod
     def of(cls, summary: EvalSummary, plan: EvalPlan, board: RolloutBoard, rerun: str) -> RunReport:
@@ -82,7 +85,11 @@ class RunReport:
             if record.status == RolloutStatus.CANCELLED and record.cancels
         }
         pending = cancelled - summary.results.keys()
-        return cls(summary, plan, len(items), rerun, len(pending))
+        baseline = plan.baseline
+        versus = None
+        if baseline is not None:
+            versus = BaselineTally(baseline, summary.results.values()).counts()
+        return cls(summary, plan, len(items), rerun, len(pending), versus)
 
     def message(self) -> str:
         summary = self.summary
@@ -118,6 +125,19 @@ class RunReport:
             hints.append(f"Resume the pending work items: {self.rerun} --name {name}")
         if summary.count("failed"):
             hints.append(f"Run the failures again: {self.rerun} --name {name} --retry-failed")
+        baseline = self.plan.baseline
+        if baseline is not None and self.versus is not None and self.versus.compared:
+            hints.append(
+                "See what changed from the baseline, row by row: "
+                + shlex.join(
+                    [
+                        "osmosis-tui",
+                        "compare",
+                        display_path(baseline.folder),
+                        display_path(summary.folder),
+                    ]
+                )
+            )
         if summary.complete and self.plan.workspace is not None:
             # The official upload needs a workspace (and the Platform): only said for one.
             replace = " --replace" if self.plan.request.retry_failed else ""
@@ -136,12 +156,21 @@ class RunReport:
         return shown if "/" in shown else str(folder)  # a bare name would mean a run name
 
     def envelope(self) -> dict[str, Any]:
-        return self.summary.envelope(
+        document = self.summary.envelope(
             message=self.message(),
             dispatched=self.dispatched,
             dataset_source=self.plan.dataset_source,
             workspace=self.plan.workspace,
         )
+        baseline = self.plan.baseline
+        if baseline is not None and self.versus is not None:
+            # Ours, so in our key: the official envelope's keys stay as they are.
+            document[OURS]["baseline"] = {
+                "run": baseline.name,
+                "folder": str(baseline.folder.resolve()),
+                **self.versus.as_json(),
+            }
+        return document
 
     def text(self, *, plain: bool) -> str:
         """Failed rows, results, outcome and commands: with a rule and a box, or `plain`."""
@@ -217,6 +246,9 @@ class RunReport:
             )
         if metrics.get("pass_at_k"):
             yield "pass@k", " · ".join(f"k={p['k']} {p['value']:.2f}" for p in metrics["pass_at_k"])
+        baseline = self.plan.baseline
+        if baseline is not None and self.versus is not None:
+            yield "Vs baseline", f"{terminal_safe(baseline.name)}: {self.versus.said()}"
         yield "Tokens", f"{metrics['tokens_used']:,}"
         yield "Duration", duration(summary.duration_ms / 1000)
         yield "Output", terminal_safe(display_path(summary.folder))

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import BaselineTally
 from core.eval.dispatch_gate import within_capacity
 from core.eval.errors import InputError
 from core.eval.event_silence import EVENTS_GRACE_SEC, EventSilence
@@ -104,6 +105,9 @@ class EvalSession:
         #: progress counts the first as done before this session, the second as not done.
         self._carried: set[ItemKey] = set()
         self._retried: set[ItemKey] = set()
+        #: With `--baseline`: the finished items counted against it (those carried over
+        #: from before included, as the progress counts them), as they finish.
+        self.baseline_tally = BaselineTally(plan.baseline) if plan.baseline is not None else None
         self._runner: EvalRunner | None = None
         self._interrupt: bool | None = None  # requested before the runner existed: cancel?
         self._startup: asyncio.Future[tuple[ModelGateway, ServerPool]] | None = None
@@ -330,6 +334,9 @@ class EvalSession:
                 )
             self._carried = set(kept)
             self._retried = set(done) - self._carried
+            if self.baseline_tally is not None:
+                for key in self._carried:
+                    self.baseline_tally.add(done[key])
             results = self.results = dict(done)
             # What the results files hold: this run's results and those outside its plan.
             on_file = ChainMap(results, outside)
@@ -357,6 +364,8 @@ class EvalSession:
                     self._journal_failed(folder.events_path, exc)
                     return
                 results[result.key] = result
+                if self.baseline_tally is not None:
+                    self.baseline_tally.add(result)
                 self._carried.discard(result.key)
                 self._retried.discard(result.key)
                 resumed.discard(result.key)

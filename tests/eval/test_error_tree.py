@@ -17,6 +17,7 @@ from core.eval.attach.client import (
 )
 from core.eval.attach.protocol import ProtocolViolation
 from core.eval.attach.unix_socket import ControlError, ControlSocketError
+from core.eval.compare.compared_run import CompareInputError
 from core.eval.errors import EvalError, InputError
 from core.eval.events.receiver import EventReceiverError
 from core.eval.gateway.errors import GatewayError, LiteLLMUnavailable, PreflightError, UpstreamError
@@ -44,6 +45,7 @@ TREE: list[tuple[type[Exception], type[Exception]]] = [
     (ViewerRefused, ControlError),
     (ControlLost, ControlError),
     (ControlActionError, ControlError),
+    (CompareInputError, EvalError),
     (ReplayError, EvalError),
     (ControlRefused, RuntimeError),
     (RunLocked, EvalError),

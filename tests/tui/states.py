@@ -22,6 +22,7 @@ from textual._doc import take_svg_screenshot
 from textual.pilot import Pilot
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline, BaselineCounts
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results import reward_stats
@@ -98,6 +99,12 @@ class StaticSource:
     ending: RunEnding | None = None
     event_silence: EventSilence | None = None
     pass_rule: PassRule = field(default_factory=lambda: PassRule(1, 1.0))
+    baseline: Baseline | None = None
+    #: With a baseline: the counts against it (what a live run's tally would say).
+    versus: BaselineCounts | None = None
+
+    def baseline_counts(self) -> BaselineCounts | None:
+        return self.versus
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]

@@ -63,10 +63,15 @@ def test_a_columns_key_picks_it_then_reverses_it_and_s_steps_through_all() -> No
     assert pick(Sort("reward"), "reward") == Sort("reward", descending=True)
     assert pick(Sort("reward", True), "reward") == Sort("reward", descending=False)
     assert pick(Sort("reward", True), "row") == Sort("row")
-    seen = [Sort()]
-    while len(seen) == 1 or seen[-1] != Sort():
-        seen.append(next_sort(seen[-1]))
-    assert seen[1:-1] == [Sort(column, sort.descending) for column, sort in SORT_COLUMNS.items()]
+    for baseline in (False, True):  # the base column is one of them with a baseline only
+        seen = [Sort()]
+        while len(seen) == 1 or seen[-1] != Sort():
+            seen.append(next_sort(seen[-1], baseline=baseline))
+        assert seen[1:-1] == [
+            Sort(column, sort.descending)
+            for column, sort in SORT_COLUMNS.items()
+            if baseline or column != "base"
+        ]
 
 
 @pytest.mark.parametrize("descending", [False, True])

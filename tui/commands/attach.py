@@ -95,6 +95,11 @@ async def _watch(client: Any) -> None:
     from tui.sources.attached import AttachedSource
 
     source = AttachedSource(client)
+    if source.baseline_problem is not None:
+        print(
+            f"{PROGRAM} attach: the run's baseline is not shown: {source.baseline_problem}",
+            file=sys.stderr,
+        )
     app = create_app(source, export_dir=Path.cwd())
     try:
         await app.run_async()

@@ -70,6 +70,7 @@ def run_eval(args: argparse.Namespace) -> int:
         secrets_file=args.secrets_file,
         rollout_port=args.rollout_port,
         events_port=args.events_port,
+        baseline=args.baseline,
     )
     try:
         plan = prepare(request, flag_problems=eval_flag_problems(args))

@@ -182,6 +182,13 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         "(default: 3x the phase's median duration, at least 30 s)",
     )
     ours.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="compare live with this run (a name under the results root, or a run folder; "
+        "ours or the official tool's, of the same dataset file): the table's base column, "
+        "and improved/regressed counts",
+    )
+    ours.add_argument(
         "--headless",
         action="store_true",
         help="no dashboard (automatic when stdout is no terminal, and with --verbose)",
@@ -254,6 +261,7 @@ def rerun_command(args: argparse.Namespace) -> str:
         ("--listener-port", args.listener_port),
         ("--events-port", args.events_port),
         ("--advertise-url", args.advertise_url),
+        ("--baseline", args.baseline),
     )
     for flag, value in repeated:
         if value is not None:

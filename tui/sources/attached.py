@@ -17,11 +17,13 @@ from shlex import quote
 from typing import Any
 
 from core.eval.attach.client import ControlClient
+from core.eval.compare.baseline import Baseline, BaselineCounts, read_baseline
+from core.eval.compare.compared_run import CompareInputError
 from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
 from core.eval.results.events import Journal
 from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, TRIALS_DIR
-from core.eval.results.metrics import Progress
+from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress
 from core.eval.results.records import ItemKey, ItemResult
 from core.eval.untrusted_json import load_json_file
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
@@ -62,6 +64,22 @@ class AttachedSource:
             _document(folder / METRICS_FILE), _document(folder / MANIFEST_FILE)
         )
         self._carried = _journaled(folder / EVENTS_FILE)
+        #: Why the run's baseline could not be read here (then its column is not shown).
+        self.baseline_problem: str | None = None
+        self._baseline = self._read_baseline()
+
+    def _read_baseline(self) -> Baseline | None:
+        """The run's baseline, read from its folder as the run read it (the same user on the
+        same machine: the control socket admits no other); its counts come from the run."""
+        run = self.client.run
+        if run.baseline is None:
+            return None
+        threshold = DEFAULT_PASS_THRESHOLD if run.pass_threshold is None else run.pass_threshold
+        try:
+            return read_baseline(run.baseline, label="the baseline", threshold=threshold)
+        except CompareInputError as exc:
+            self.baseline_problem = str(exc)
+            return None
 
     @property
     def title(self) -> str:
@@ -153,6 +171,13 @@ class AttachedSource:
         `--retry-failed` shows its old result until its new attempt is sent; the run's own
         dashboard knows it is pending.)"""
         return self._carried
+
+    @property
+    def baseline(self) -> Baseline | None:
+        return self._baseline
+
+    def baseline_counts(self) -> BaselineCounts | None:
+        return self.client.baseline_counts
 
     def servers(self) -> list[ServerView]:
         servers = self.client.servers

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline, BaselineCounts
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results.metrics import Progress
@@ -192,6 +193,17 @@ class DashboardSource(Protocol):
     def event_silence(self) -> EventSilence | None:
         """The run's servers that send it no ownership events, while they do not (a live
         `--server` run); None otherwise."""
+        ...
+
+    @property
+    def baseline(self) -> Baseline | None:
+        """The run this one is compared with live (`--baseline`): the table's base column and
+        tint; None without one."""
+        ...
+
+    def baseline_counts(self) -> BaselineCounts | None:
+        """This run's finished items counted against its baseline, as its one tally counts
+        them (the summary strip's); None without a baseline."""
         ...
 
     async def run(self) -> None:

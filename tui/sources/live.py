@@ -9,6 +9,7 @@ from pathlib import Path
 
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.attach.endpoint import ControlEndpoint
+from core.eval.compare.baseline import Baseline, BaselineCounts
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.reporter import RunReport
@@ -134,6 +135,14 @@ class LiveSource:
 
     def carried_results(self) -> Mapping[ItemKey, ItemResult]:
         return self.session.carried_results()
+
+    @property
+    def baseline(self) -> Baseline | None:
+        return self.plan.baseline
+
+    def baseline_counts(self) -> BaselineCounts | None:
+        tally = self.session.baseline_tally
+        return None if tally is None else tally.counts()
 
     @property
     def event_silence(self) -> EventSilence | None:

@@ -277,6 +277,14 @@ class ReplaySource:
     def carried_results(self) -> Mapping[ItemKey, ItemResult]:
         return {}  # every invocation's rollouts are played onto the board
 
+    @property
+    def baseline(self) -> None:
+        """A recording says nothing of a baseline the run was compared with."""
+        return None
+
+    def baseline_counts(self) -> None:
+        return None
+
     def servers(self) -> list[ServerView]:
         return []
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import BaselineCounts
 from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
 from core.rollout_record import NOT_ADMITTED
@@ -40,6 +41,8 @@ SPARK_LEAST = 5
 # The progress bar's cells, and the fewest it shrinks to in a narrow terminal.
 BAR_WIDTH = 24
 BAR_LEAST = 8
+#: The room the failures line keeps beside the baseline's counts before these say less.
+FAILURES_LEAST = 24
 
 
 def sparkline(values: list[int]) -> str:
@@ -176,10 +179,12 @@ class SummaryStrip(Static):
         ended: bool = False,
         manual: int = 0,
         dispatch_paused: bool = False,
+        versus: BaselineCounts | None = None,
     ) -> None:
         """`ended`: the work is over; what is left waits for a resume, and has no ETA.
         `manual`: rollouts sent by hand, on the board but outside the progress.
-        `dispatch_paused`: no work item is sent until the user resumes the run."""
+        `dispatch_paused`: no work item is sent until the user resumes the run.
+        `versus`: with a baseline, the finished items counted against it."""
         self._shown = partial(
             self.show,
             board,
@@ -189,6 +194,7 @@ class SummaryStrip(Static):
             ended=ended,
             manual=manual,
             dispatch_paused=dispatch_paused,
+            versus=versus,
         )
         # 0 before the first layout: everything, as if there were room.
         room = self.content_size.width or None
@@ -243,11 +249,21 @@ class SummaryStrip(Static):
             failed.append("none", "dim")
         for category, count in failures.most_common():
             failed.append(f"{category} {count}  ", "red")
-        # The model's totals keep their place on the right; the failures give way.
+        # The baseline's counts and the model's totals keep their place on the right; the
+        # failures give way, and where they would have too little room the counts say less.
+        totals = _model_totals(board, elapsed)
+        right = Text(no_wrap=True)
+        if versus is not None:
+            right = _versus(versus, short=False)
+            if room is not None and right.cell_len + totals.cell_len + 2 > room - FAILURES_LEAST:
+                right = _versus(versus, short=True)
+            if totals:
+                right.append("  ")
+        right.append_text(totals)
         last = Table.grid(expand=True)
         last.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         last.add_column(no_wrap=True, justify="right")
-        last.add_row(failed, _model_totals(board, elapsed))
+        last.add_row(failed, right)
         # One line each, never wrapped (see the CSS): a wrapped line would push the next out.
         self.update(Group(chips, bar, last), layout=False)  # three lines always (CSS)
 
@@ -319,6 +335,23 @@ def _chips(
     if not_admitted and counts.get(NOT_ADMITTED):
         chips.append(f"not admitted {counts[NOT_ADMITTED]}", "bold red")
     return chips
+
+
+def _versus(counts: BaselineCounts, *, short: bool) -> Text:
+    """The counts against the baseline, `vs baseline: +3 improved, −2 regressed, 41 compared`
+    (`BaselineCounts.said`, coloured), or `short`: `vs base +3 −2 of 41`."""
+    said = Text(no_wrap=True)
+    improved, regressed = counts.improved, counts.regressed
+    said.append("vs base " if short else "vs baseline: ", "dim")
+    said.append(f"+{improved}", "bold green" if improved else "dim")
+    if not short:
+        said.append(" improved", "green" if improved else "dim")
+    said.append(", " if not short else " ", "dim")
+    said.append(f"−{regressed}", "bold red" if regressed else "dim")
+    if not short:
+        said.append(" regressed", "red" if regressed else "dim")
+    said.append(f", {counts.compared} compared" if not short else f" of {counts.compared}", "dim")
+    return said
 
 
 def _model_totals(board: RolloutBoard, elapsed: float) -> Text:

@@ -36,6 +36,7 @@ from core.eval.attach.protocol import (
     version_problem,
 )
 from core.eval.attach.unix_socket import ControlError
+from core.eval.compare.baseline import BaselineCounts
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.eval.safe_text import replace_unsafe
@@ -80,6 +81,10 @@ class AttachedRun:
     created_at: str | None
     #: The run's working directory: where its next steps' commands and paths hold.
     cwd: Path | None
+    #: The run's pass threshold (None from a run that did not say).
+    pass_threshold: float | None = None
+    #: The folder of the run it is compared with (`--baseline`), if any.
+    baseline: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,11 @@ def _progress(state: dict[str, Any]) -> Progress:
     )
 
 
+def _baseline_counts(state: dict[str, Any]) -> BaselineCounts:
+    counted = {name: int_of(state.get(name)) for name in BaselineCounts.__dataclass_fields__}
+    return BaselineCounts(**{name: max(count or 0, 0) for name, count in counted.items()})
+
+
 def _carried_failures(value: object) -> dict[str, int]:
     """Counts per failure category; a name that is none (nor `other`) is left out, so what
     reaches the screen is one of the names the dashboard itself counts by."""
@@ -154,6 +164,8 @@ class ControlClient:
         #: The run's dispatch, the latest it reported (its state, or the answer to an action
         #: from here); None until it reports one.
         self.dispatch: DispatchState | None = None
+        #: With a baseline: the run's tally against it, as it last reported it.
+        self.baseline_counts: BaselineCounts | None = None
         #: Once the run has said it is over: why, and how to go on.
         self.ending: RunEnd | None = None
         #: Why the connection ended before the run said it was over, if it did.
@@ -279,6 +291,8 @@ class ControlClient:
             ]
         if "dispatch" in state:
             self.dispatch = dispatch_from(state.get("dispatch"))
+        if "baseline" in state:
+            self.baseline_counts = _baseline_counts(dict_of(state.get("baseline")))
         model = dict_of(state.get("model"))
         if model:
             self.board.model_calls = int_of(model.get("calls")) or 0
@@ -427,6 +441,8 @@ def _identity(run: dict[str, Any], folder: Path) -> AttachedRun:
         local_run_id=text_of(run.get("local_run_id")),
         created_at=text_of(run.get("created_at")),
         cwd=Path(cwd) if (cwd := text_of(run.get("cwd"))) else None,
+        pass_threshold=float_of(run.get("pass_threshold")),
+        baseline=Path(baseline) if (baseline := text_of(run.get("baseline"))) else None,
     )
 
 

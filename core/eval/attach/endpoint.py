@@ -156,6 +156,10 @@ class ControlEndpoint:
             # The paths and commands of the end's next steps are relative to it.
             "cwd": os.getcwd(),
             "created_at": folder.created_at if folder is not None else None,
+            "pass_threshold": plan.pass_threshold,
+            # The viewer reads the baseline itself: a million items' outcomes would be
+            # megabytes sent to every viewer, where this is one path on the same machine.
+            "baseline": None if plan.baseline is None else str(plan.baseline.folder.absolute()),
         }
 
     def _state(self) -> dict[str, Any]:
@@ -198,6 +202,11 @@ class ControlEndpoint:
                 "cost_usd": board.total_cost_usd,
             },
             "dispatch": dispatch_state(session.control.state()),
+            **(
+                {"baseline": session.baseline_tally.counts().as_json()}
+                if session.baseline_tally is not None
+                else {}
+            ),
         }
 
     def _elapsed(self) -> float:

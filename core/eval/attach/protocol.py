@@ -46,7 +46,9 @@ IDENTITY: `name`, `model`, `dataset`, `rollout` (the model and rollout as the ru
 names them: where they are, when that is a URL), `folder` and `previews` (absolute paths, the
 latter null without live previews), `local_run_id`, `pid` (the run's process), `created_at`
 (the manifest's: ISO 8601 UTC), `cwd` (the run's working directory, absolute: its ENDING's
-paths and commands are relative to it; added in version 1, a viewer may find it missing).
+paths and commands are relative to it; added in version 1, a viewer may find it missing);
+`pass_threshold` (the run's) and `baseline` (the `--baseline` run's folder, absolute, or null:
+the viewer reads the baseline's outcomes from it itself), both additive within version 1.
 
 STATE: `progress` (`core.eval.results.metrics.Progress`'s fields; `carried_success` and
 `carried_failures` (category → count) came within version 1, a viewer that finds none counts
@@ -55,7 +57,8 @@ no carried-over result of either), `servers` (`url`, `state`,
 process), `model` (the board's `calls`, `tokens`, `cost_usd`), `dispatch` (DISPATCH).
 `dispatch` and `launched` came after the others within version 1: they are additive, a viewer
 that does not know them ignores them, one that finds no `dispatch` knows no dispatch, and one
-that finds no `launched` takes the server for one the run did not start.
+that finds no `launched` takes the server for one the run did not start. With a baseline,
+`baseline` (additive too): the run's tally against it, `BaselineCounts.as_json()`.
 
 DISPATCH (`core.eval.dispatch_gate.DispatchState`): `paused`, `max_in_flight` (null until the
 servers are up), `in_flight` (work items), `manual` (rollouts sent by hand so far).

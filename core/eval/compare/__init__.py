@@ -5,6 +5,7 @@ change is more than noise.
 improved, ...); `compared_run` reads what a run folder holds for a comparison (ours or the
 official tool's); `comparison` pairs two runs' items by (source row, attempt), with the rows'
 content checked, and counts them; `statistics` holds the paired interval and test;
-`text_report` says it all in lines. Nothing here loads an HTTP stack, and only the
-statistics load numpy and scipy.
+`text_report` says it all in lines; `baseline` is what a live run (`eval --baseline`) keeps
+of the run it is compared with, and its tally against it. Nothing here loads an HTTP stack,
+and only the statistics load numpy and scipy.
 """

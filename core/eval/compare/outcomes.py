@@ -75,9 +75,16 @@ def outcome_kind(status: str, reward: object, threshold: float) -> OutcomeKind:
 
 def outcome_of(result: ItemResult, threshold: float) -> ItemOutcome:
     """The outcome of a journaled result, passes counted with its run's `threshold`."""
-    kind = outcome_kind(result.status, result.reward, threshold)
+    return outcome_from(result.status, result.reward, result.error_type, threshold)
+
+
+def outcome_from(
+    status: str, reward: float | None, error_type: str | None, threshold: float
+) -> ItemOutcome:
+    """The outcome of a work item journaled as `status`, `reward` and `error_type`."""
+    kind = outcome_kind(status, reward, threshold)
     if kind == "error":
-        return ItemOutcome("error", result.error_type)
+        return ItemOutcome("error", error_type)
     return _SHARED[kind]
 
 
@@ -103,6 +110,7 @@ __all__ = [
     "ItemOutcome",
     "OutcomeKind",
     "classify",
+    "outcome_from",
     "outcome_kind",
     "outcome_of",
 ]

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from core.eval.compare.baseline import Baseline
+from core.eval.compare.compared_run import ComparedRun, CompareInputError, read_compared_run
 from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.gateway.upstream_choice import UpstreamChoice, choose_upstream
 from core.eval.plan.config import EvalConfig, load_config, workspace_root
@@ -86,6 +88,8 @@ class EvalRequest:
     """`--rollout-port`: the launched workspace server's fixed port (None: a free one)."""
     events_port: int | None = None
     """`--events-port`: the event receiver's fixed port (None: a free one)."""
+    baseline: str | None = None
+    """`--baseline`: the run compared with live, a run folder or a run name under `output`."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class EvalPlan:
     """The workspace root (absolute), when there is a config."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """The values of the config's `[secrets]` names; never written anywhere."""
+    baseline: Baseline | None = field(default=None, repr=False, compare=False)
+    """`--baseline`: the run compared with live, read once here, before anything starts."""
 
     @property
     def model_label(self) -> str:
@@ -160,6 +166,17 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         DEFAULT_PASS_THRESHOLD,
     )
     entrypoint, source_digest = _rollout_source(request, config, read.mode)
+    run_name = request.name or default_run_name(names.stem)
+    baseline = None
+    if read.baseline is not None:
+        baseline = _comparable_baseline(
+            read.baseline,
+            request,
+            run_name=run_name,
+            dataset_sha256=dataset.sha256,
+            rows=rows,
+            pass_threshold=pass_threshold,
+        )
     inputs = manifest_inputs(
         model_path=names.model,
         dataset_sha256=dataset.sha256,
@@ -195,7 +212,7 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         agent_timeout_sec=agent_timeout_sec,
         grader_timeout_sec=grader_timeout_sec,
         batch_size=config.batch_size if config else None,
-        run_name=request.name or default_run_name(names.stem),
+        run_name=run_name,
         mode=read.mode,
         upstream=read.upstream,
         dataset_source=(
@@ -211,6 +228,7 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         ),
         inputs=inputs,
         provenance=provenance,
+        baseline=baseline,
     )
 
 
@@ -226,6 +244,8 @@ class _Inputs:
     dataset_path: Path
     positions: Sequence[int] | None
     """The rows `--rows` names (positions in the dataset), or None for every row."""
+    baseline: ComparedRun | None = None
+    """The `--baseline` run as read, not yet checked against the selection."""
 
 
 def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
@@ -271,9 +291,86 @@ def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
     positions = _collect(problems, parse_rows_spec, rows_spec) if rows_spec is not None else None
     dataset_path = _dataset_path(request, config, problems)
     dataset = _collect(problems, load_dataset, dataset_path) if dataset_path is not None else None
+    baseline = _read_baseline(request, problems) if request.baseline is not None else None
     if problems or dataset is None or dataset_path is None or upstream is None:
         raise InputError(problems)
-    return _Inputs(config, secret_values, mode, upstream, dataset, dataset_path, positions)
+    return _Inputs(
+        config, secret_values, mode, upstream, dataset, dataset_path, positions, baseline
+    )
+
+
+def _read_baseline(request: EvalRequest, problems: list[InputProblem]) -> ComparedRun | None:
+    """The `--baseline` run, found as `compare` finds a run: a run folder, else a run of that
+    name under the results root; None with the problem added when it is neither, or cannot
+    be read."""
+    from core.eval.attach.run_list import find_run_folder
+
+    given = request.baseline
+    assert given is not None
+    folder = find_run_folder(given, request.output)
+    if folder is None:
+        problems.append(
+            InputProblem(
+                "--baseline",
+                None,
+                None,
+                f"{given}: neither a run folder nor a run under {request.output}",
+            )
+        )
+        return None
+    try:
+        return read_compared_run(folder, label=given)
+    except CompareInputError as exc:
+        problems.append(InputProblem("--baseline", None, None, str(exc)))
+        return None
+
+
+def _comparable_baseline(
+    run: ComparedRun,
+    request: EvalRequest,
+    *,
+    run_name: str,
+    dataset_sha256: str,
+    rows: Mapping[int, DatasetRow],
+    pass_threshold: float,
+) -> Baseline:
+    """The baseline `run`, once it is known to be comparable with this run live: another run,
+    of the same dataset file (a live run cannot check rows' contents; `compare` can, after
+    the run), with a source row of this run's selection."""
+    given = request.baseline
+
+    def refused(message: str) -> InputError:
+        return InputError.single("--baseline", f"{given}: {message}")
+
+    if run.folder.resolve() == (request.output / run_name).resolve():
+        raise refused(f"is this run itself ({run_name}): give another run to compare with")
+    if run.dataset_sha256 != dataset_sha256:
+        raise refused(
+            f"ran another dataset file (sha256 {_short(run.dataset_sha256)}, this run's "
+            f"{_short(dataset_sha256)}): a live comparison cannot check that its rows are this "
+            f"run's; run this one without --baseline, then `osmosis-tui compare {given} "
+            f"{run_name}`, which checks the rows' contents"
+        )
+    baseline = Baseline.of(run, threshold=pass_threshold)
+    selected = [row.source_row_index for row in rows.values()]
+    if not baseline.shares_rows(selected):
+        raise refused(
+            f"has none of the {len(selected):,} source rows this run selects "
+            f"({_span(selected)}; it ran {_span(run.source_rows)}): nothing to compare"
+        )
+    return baseline
+
+
+def _short(digest: str | None) -> str:
+    return "unknown" if digest is None else digest[:12]
+
+
+def _span(rows: Sequence[int]) -> str:
+    """Source rows in a few characters: "rows 0-9", "row 4", "no rows"."""
+    if not rows:
+        return "no rows"
+    low, high = min(rows), max(rows)
+    return f"row {low}" if low == high else f"rows {low}-{high}"
 
 
 def _check_server_flags(

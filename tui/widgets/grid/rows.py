@@ -5,7 +5,7 @@ Built from the board, which every source feeds (a live run, a replay, a run atta
 each work item's latest rollout on it (a requeue, a server lost: the one sent last) is its
 attempt; a resumed run's results from before, on no board, are the source's
 (`carried_results`). What that rollout's result makes of the item is the journal's rule
-(`core.eval.outcomes.judged`), and what it came to is a comparison's
+(`core.eval.outcomes.item_status`), and what it came to is a comparison's
 (`core.eval.compare.outcomes.outcome_kind`: `metrics.json`'s pass, with the run's
 threshold); pass@k is its estimator (`pass_at_k`, and `pass_at_k_points` for the run).
 Rollouts sent by hand are no work items.
@@ -22,7 +22,7 @@ from typing import Literal, get_args
 
 from core.board import ChangeFeed, RolloutBoard
 from core.eval.compare.outcomes import OutcomeKind, outcome_kind
-from core.eval.outcomes import judged
+from core.eval.outcomes import item_status
 from core.eval.results.metrics import k_values, pass_at_k, pass_at_k_points
 from core.eval.results.records import ItemKey, ItemResult
 from core.rollout_record import RolloutRecord
@@ -72,10 +72,11 @@ def outcome(record: RolloutRecord, threshold: float) -> Outcome:
         return "no_result" if record.untracked else "in_flight"
     result = record.latest_result
     # Finished without a result: never admitted, or the polls gave up; the run fails it.
-    verdict = ("failed", None) if result is None else judged(result)
+    verdict = ("failed", None, None) if result is None else item_status(result)
     if verdict is None:
         return "no_result"  # cancelled: the item stays pending
-    return outcome_kind(*verdict, threshold)
+    status, reward, _ = verdict
+    return outcome_kind(status, reward, threshold)
 
 
 @dataclass

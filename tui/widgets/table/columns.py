@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline
+from core.eval.compare.outcomes import ItemOutcome
 from core.eval.duration_text import duration
 from core.rollout_record import RolloutRecord
 from tui.widgets.format import STATUS_STYLES, compact_count, one_line, reward
@@ -35,25 +37,30 @@ class Column:
 # Once every column that can go has gone and the rest still do not fit (a details pane
 # beside a narrow terminal), the kept columns give up their slack, then the rollout id and
 # the status go too: the phase track is never cut.
-SHRINK_LEVEL = 8
+SHRINK_LEVEL = 9
+#: The baseline's outcome column: shown only with `--baseline`.
+BASE = "base"
 COLUMNS = (
     Column("mark", "", 2),
     Column("row", "row", 6, "right", least=5),
     Column("try", "try", 4, "right", drop=1, dim=True),
-    Column("rollout", "rollout", 11, drop=9, dim=True, least=9),
-    Column("status", "status", 13, drop=10),
+    Column("rollout", "rollout", 11, drop=10, dim=True, least=9),
+    Column("status", "status", 13, drop=11),
     Column("phases", "phases", 8),
     Column("in_phase", "in phase", 9, "right", drop=4),
     Column("total", "total", 8, "right", drop=2, dim=True),
-    Column("reward", "reward", 7, "right", drop=5),
+    Column("reward", "reward", 7, "right", drop=6),
+    # With a baseline, what the user runs the eval to see: at 80 columns the time in phase
+    # gives way to it (the model column and the stuck flag still say what is slow).
+    Column(BASE, "base", 9, drop=5),
     Column("tokens", "tokens", 7, "right", drop=2),
     # "model 3m05s": the longest a call can wait before it says hours. The clearest sign of
     # why a rollout is stuck (a call that does not answer): it stays longer than the error.
-    Column("model", "model", 12, drop=6),
+    Column("model", "model", 12, drop=7),
     # The error's category is in the details, and the status is red already; a stuck or
     # untracked rollout says so only here: the flags stay longer.
     Column("error", "error", 12, drop=3),
-    Column("flags", "flags", 10, drop=7),
+    Column("flags", "flags", 10, drop=8),
 )
 # Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
 # cut), then to the error up to a cap (categories are short; messages are in the details).
@@ -63,14 +70,15 @@ ERROR_MAX = 20
 Layout = tuple[tuple[Column, int], ...]
 
 
-def layout_columns(width: int) -> Layout:
+def layout_columns(width: int, *, baseline: bool = False) -> Layout:
     """The columns that fit in `width`, with their widths: never more than `width` (from 15
-    columns on: the mark, the row and the phase track), so that no column is ever cut.
+    columns on: the mark, the row and the phase track), so that no column is ever cut; the
+    base column only with a `baseline`.
 
     Columns are dropped least useful first until the rest fit (see `SHRINK_LEVEL` for the
     last of them), then the spare width goes to flags and error.
     """
-    shown = list(COLUMNS)
+    shown = [column for column in COLUMNS if baseline or column.key != BASE]
     widths = {column.key: column.width for column in shown}
     for level in sorted({column.drop for column in COLUMNS if column.drop} | {SHRINK_LEVEL}):
         if sum(widths[column.key] for column in shown) <= width:
@@ -124,7 +132,12 @@ def header_cells(
 
 
 def row_cells(
-    record: RolloutRecord, board: RolloutBoard, now: float, *, marked: bool
+    record: RolloutRecord,
+    board: RolloutBoard,
+    now: float,
+    *,
+    marked: bool,
+    baseline: Baseline | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Each column's text and style name ("" for none) for one rollout; the phase track is
     drawn glyph by glyph, so it is not among them. Untrusted text is made safe here."""
@@ -146,12 +159,43 @@ def row_cells(
         "in_phase": (duration(in_phase), ""),
         "total": (duration(end - record.submitted_at), ""),
         "reward": (reward(sample_reward), ""),
+        BASE: base_cell(record, baseline),
         "tokens": (compact_count(record.model.tokens), ""),
         "model": model_activity(record, now),
         "error": (error_text(record), "red"),
         # A cancel's disposition is the server's word (or a folder's).
         "flags": (one_line(", ".join(flags(record, board, now))), "yellow"),
     }
+
+
+#: The base cell's style when the rollout's item changed against the baseline.
+BASE_STYLES = {"regressed": "bold red", "improved": "bold green", "error_changed": "yellow"}
+
+
+def base_cell(record: RolloutRecord, baseline: Baseline | None) -> tuple[str, str]:
+    """The baseline's outcome for the rollout's work item ("—" when it has none there: not
+    in the baseline, or not finished), coloured when this rollout's own result regressed or
+    improved on it."""
+    if baseline is None:
+        return "", ""
+    outcome = baseline.record_outcome(record)
+    if outcome is None:
+        return "—", ""
+    changed = baseline.row_class(record)
+    return outcome_text(outcome), BASE_STYLES.get(changed or "", "")
+
+
+def outcome_text(outcome: ItemOutcome) -> str:
+    """A work item's outcome in a few characters: `✔ pass`, `✘ fail`, `skip`, or an error
+    as `✘ ` and its type, abbreviated (`✘ agent` for agent_error)."""
+    if outcome.kind == "pass":
+        return "✔ pass"
+    if outcome.kind == "failure":
+        return "✘ fail"
+    if outcome.kind == "skipped":
+        return "skip"
+    kind = one_line(outcome.error_type or "error")
+    return "✘ " + (kind.removesuffix("_error") or kind)
 
 
 def error_text(record: RolloutRecord) -> str:

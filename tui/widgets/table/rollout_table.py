@@ -23,6 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline
 from core.rollout_record import RolloutRecord
 from tui.widgets.table.columns import Layout, column_at, layout_columns
 from tui.widgets.table.row_states import TINTS, TINTS_CSS
@@ -143,11 +144,18 @@ class RolloutTable(ScrollView, can_focus=True):
             self.column = column
 
     def __init__(
-        self, board: RolloutBoard, *, clock: Clock = time.monotonic, **kwargs: object
+        self,
+        board: RolloutBoard,
+        *,
+        clock: Clock = time.monotonic,
+        baseline: Baseline | None = None,
+        **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.board = board
         self.clock = clock
+        #: The run compared with (`--baseline`): its column, and the regressed rows' tint.
+        self.baseline = baseline
         self.order: list[str] = []
         self._position: dict[str, int] = {}
         self._strips: dict[str, Strip] = {}
@@ -393,7 +401,7 @@ class RolloutTable(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         if width != self._layout_width:
             self._layout_width = width
-            self._layout = layout_columns(width)
+            self._layout = layout_columns(width, baseline=self.baseline is not None)
             self._strips.clear()
             self._header = None
             self._resize_virtual()
@@ -451,6 +459,7 @@ class RolloutTable(ScrollView, can_focus=True):
             self.clock(),
             self._layout,
             marked=record.rollout_id in self.marks,
+            baseline=self.baseline,
             base=base,
             style=self._style,
             dim=self._foreground("rollout-table--dim"),

@@ -1,4 +1,5 @@
-"""The tint of a rollout's row: how it ended, and stuck above all (DESIGN.md §2).
+"""The tint of a rollout's row: how it ended, regressed against the baseline (`--baseline`),
+and stuck above all (DESIGN.md §2).
 
 Each tint is a component class of the rollout table, coloured with the theme's own variables
 (never a fixed colour), light enough that the cells' colours keep reading on it in dark and
@@ -10,10 +11,14 @@ and how, stand out; a stuck one stands out most. The table takes only each tint'
 from __future__ import annotations
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
 
 STUCK = "rollout-table--stuck"
+#: A rollout that did not pass where the baseline's did (`--baseline`): after stuck, above how
+#: it ended.
+REGRESSED = "rollout-table--regressed"
 #: The tint of each display status that has one.
 STATUS_TINTS: dict[str, str] = {
     RolloutStatus.SUCCESS: "rollout-table--success",
@@ -21,7 +26,7 @@ STATUS_TINTS: dict[str, str] = {
     NOT_ADMITTED: "rollout-table--failure",
     RolloutStatus.CANCELLED: "rollout-table--cancelled",
 }
-TINTS = frozenset({STUCK, *STATUS_TINTS.values()})
+TINTS = frozenset({STUCK, REGRESSED, *STATUS_TINTS.values()})
 
 TINTS_CSS = """
 RolloutTable > .rollout-table--success {
@@ -33,6 +38,9 @@ RolloutTable > .rollout-table--failure {
 RolloutTable > .rollout-table--cancelled {
     background: $warning 9%;
 }
+RolloutTable > .rollout-table--regressed {
+    background: $accent 30%;
+}
 RolloutTable > .rollout-table--stuck {
     background: $error 30%;
     text-style: bold;
@@ -40,8 +48,12 @@ RolloutTable > .rollout-table--stuck {
 """
 
 
-def row_tint(record: RolloutRecord, board: RolloutBoard, now: float) -> str | None:
+def row_tint(
+    record: RolloutRecord, board: RolloutBoard, now: float, baseline: Baseline | None = None
+) -> str | None:
     """The component class of the row's tint; None for the table's own background."""
     if board.is_stuck(record, now):
         return STUCK
+    if baseline is not None and baseline.row_class(record) == "regressed":
+        return REGRESSED
     return STATUS_TINTS.get(record.display_status)

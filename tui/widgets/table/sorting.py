@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline
 from core.phases import PHASES
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
-from tui.widgets.table.columns import COLUMNS, error_text, flags
+from tui.widgets.table.columns import BASE, COLUMNS, error_text, flags
 
 ASCENDING, DESCENDING = "▲", "▼"
 
@@ -117,6 +118,37 @@ def _model(record: RolloutRecord, _board: RolloutBoard, now: float) -> Any:
     return (0, activity.calls) if activity.calls else None
 
 
+def _no_baseline(_record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
+    """The base column without a baseline: no row has a value (`sort_records` gives it one)."""
+    return None
+
+
+#: The base column's order (`--baseline`): the items that changed first, regressed ones
+#: before the rest; then by the baseline's outcome.
+_CLASS_RANK = {
+    name: rank
+    for rank, name in enumerate(
+        ("regressed", "error_changed", "improved", "still_failing", "still_passing", "skipped")
+    )
+}
+_OUTCOME_RANK = {"pass": 0, "failure": 1, "error": 2, "skipped": 3}
+
+
+def _base(baseline: Baseline) -> SortValue:
+    def value(record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
+        outcome = baseline.record_outcome(record)
+        if outcome is None:
+            return None
+        changed = baseline.row_class(record)
+        return (
+            _CLASS_RANK.get(changed or "", len(_CLASS_RANK)),
+            _OUTCOME_RANK[outcome.kind],
+            outcome.error_type or "",
+        )
+
+    return value
+
+
 def _text(shown: Callable[[RolloutRecord, RolloutBoard, float], str]) -> SortValue:
     """A column of text: alphabetical, without case; an empty cell has no value."""
 
@@ -139,6 +171,7 @@ SORT_COLUMNS: dict[str, SortColumn] = {
         SortColumn("in_phase", "T", _in_phase, descending=True, ticks=True),
         SortColumn("total", "A", _total, descending=True, ticks=True),
         SortColumn("reward", "W", _reward),
+        SortColumn(BASE, "B", _no_baseline),
         SortColumn("tokens", "K", lambda r, _b, _n: r.model.tokens, descending=True),
         SortColumn("model", "M", _model, descending=True, ticks=True),
         SortColumn("error", "E", _text(lambda r, _b, _n: error_text(r))),
@@ -149,13 +182,21 @@ TITLES = {column.key: column.title for column in COLUMNS}
 
 
 def sort_records(
-    records: list[RolloutRecord], sort: Sort, board: RolloutBoard, now: float
+    records: list[RolloutRecord],
+    sort: Sort,
+    board: RolloutBoard,
+    now: float,
+    baseline: Baseline | None = None,
 ) -> list[RolloutRecord]:
     """`records` (in the order submitted) in `sort`'s order; rows without a value last, and
-    rows of equal value in the order submitted, in either direction."""
+    rows of equal value in the order submitted, in either direction. The base column sorts
+    by the `baseline`'s outcomes."""
     if sort.column is None:
         return records
-    value = SORT_COLUMNS[sort.column].value
+    if sort.column == BASE and baseline is not None:
+        value = _base(baseline)
+    else:
+        value = SORT_COLUMNS[sort.column].value
     keyed = [(value(record, board, now), record) for record in records]
     present = [pair for pair in keyed if pair[0] is not None]
     # Stable, also reversed: equal values keep the order submitted.
@@ -171,10 +212,12 @@ def pick(current: Sort, column: str) -> Sort:
     return Sort(column, SORT_COLUMNS[column].descending)
 
 
-def next_sort(current: Sort) -> Sort:
-    """`s`: the next column, in its first direction; after the last, the order submitted."""
-    names: list[str | None] = [None, *SORT_COLUMNS]
-    column = names[(names.index(current.column) + 1) % len(names)]
+def next_sort(current: Sort, *, baseline: bool = False) -> Sort:
+    """`s`: the next column, in its first direction; after the last, the order submitted.
+    The base column is one of them only with a `baseline`."""
+    names: list[str | None] = [None, *(c for c in SORT_COLUMNS if baseline or c != BASE)]
+    at = names.index(current.column) if current.column in names else 0
+    column = names[(at + 1) % len(names)]
     return Sort() if column is None else Sort(column, SORT_COLUMNS[column].descending)
 
 

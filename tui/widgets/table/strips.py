@@ -15,6 +15,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline
 from core.rollout_record import RolloutRecord
 from tui.widgets.phase_track import CONNECTOR, phase_cells
 from tui.widgets.table.columns import PHASE_TRACK_WIDTH, Layout, cell, header_cells, row_cells
@@ -46,6 +47,7 @@ def row_strip(
     layout: Layout,
     *,
     marked: bool,
+    baseline: Baseline | None,
     base: Style,
     style: Callable[[str], Style],
     dim: Style,
@@ -54,8 +56,9 @@ def row_strip(
 ) -> Strip:
     """`record`'s row in `layout`, on `base`: `style` turns a cell's style name into a style,
     `dim` colours the muted columns, `tint` gives what a row tint (row_states.TINTS) lays
-    over the row, and a marked row has `marked_background` over that."""
-    cells = row_cells(record, board, now, marked=marked)
+    over the row, and a marked row has `marked_background` over that; with a `baseline`, the
+    base column's cell and the regressed rows' tint."""
+    cells = row_cells(record, board, now, marked=marked, baseline=baseline)
     segments: list[Segment] = []
     for column, width in layout:
         if column.key == "phases":
@@ -69,7 +72,7 @@ def row_strip(
             cell_style = dim if column.dim else style(style_name) if style_name else None
             segments.append(Segment(cell(text, width, column.align), cell_style))
     strip = Strip(segments).apply_style(base)
-    row_state = row_tint(record, board, now)
+    row_state = row_tint(record, board, now, baseline)
     if row_state is not None:
         strip = overlay(strip, tint(row_state))
     if marked:

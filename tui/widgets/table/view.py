@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.board import RolloutBoard
+from core.eval.compare.baseline import Baseline
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.table.sorting import SORT_COLUMNS, Sort, sort_records
@@ -31,6 +32,8 @@ class TableView:
     #: Only one dataset row's attempts (the rows × attempts grid's `enter`): its `row_index`
     #: and how the table names it; None: every row's.
     row: tuple[int, str] | None = None
+    #: The run compared with (`--baseline`), which the base column sorts by.
+    baseline: Baseline | None = field(default=None, compare=False)
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
@@ -42,7 +45,7 @@ class TableView:
         if self.row is not None:
             row_index = self.row[0]
             records = [record for record in records if record.row_index == row_index]
-        return sort_records(records, self.sort, board, now)
+        return sort_records(records, self.sort, board, now, self.baseline)
 
     @property
     def order_depends_on_changes(self) -> bool:
