@@ -13,6 +13,7 @@ from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results.metrics import Progress
+from core.eval.timeline.model import RunTimeline
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,11 @@ class Player(Protocol):
     @property
     def length(self) -> float:
         """Seconds from the recording's start to its end."""
+        ...
+
+    @property
+    def timeline(self) -> RunTimeline:
+        """The whole recording's time line, in the seconds `played` and `seek` count."""
         ...
 
     def toggle_pause(self) -> None: ...

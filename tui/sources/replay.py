@@ -49,6 +49,8 @@ from core.eval.results.recording import (
     read_recording,
 )
 from core.eval.results.records import ItemResult
+from core.eval.timeline.model import RunTimeline
+from core.eval.timeline.recorded import timeline_of_recording
 from core.eval.untrusted_json import load_json_file
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.replay_state import ReplayState
@@ -115,6 +117,7 @@ class ReplaySource:
         # Moved on by every seek: a wait of the player that sees it changed starts over.
         self._generation = 0
         self._wake = asyncio.Event()
+        self._timeline: RunTimeline | None = None
 
     def _journal_history(self) -> list[ItemResult]:
         """Every record of the run's journal; none, with a warning, when it cannot be read
@@ -276,6 +279,14 @@ class ReplaySource:
     def length(self) -> float:
         """The recording's length in seconds, from its first event to its last."""
         return self._times[-1]
+
+    @property
+    def timeline(self) -> RunTimeline:
+        """The whole recording's time line, in seconds since its start (as `played` and
+        `seek` count them): made once, on first use."""
+        if self._timeline is None:
+            self._timeline = timeline_of_recording(self.events, self._origin)
+        return self._timeline
 
     def progress(self) -> Progress:
         """The run's progress as of the replayed moment."""
