@@ -11,9 +11,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.board import RolloutBoard
+from core.eval.duration_text import duration
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.table.sorting import SORT_COLUMNS, Sort, sort_records
+
+
+@dataclass(frozen=True)
+class InFlightAt:
+    """The timeline's cursor (`w`): an instant, in seconds since the run's start, and the
+    rollouts in flight then."""
+
+    t: float
+    rollout_ids: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -28,6 +38,8 @@ class TableView:
     sort: Sort = field(default_factory=Sort)
     #: Only the rollouts sent to this server (its URL); None: every server's.
     server: str | None = None
+    #: Only the rollouts in flight at the timeline's cursor; None: at any time.
+    in_flight_at: InFlightAt | None = None
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
@@ -36,6 +48,8 @@ class TableView:
         )
         if self.server is not None:
             records = [record for record in records if record.server == self.server]
+        if self.in_flight_at is not None:
+            records = [r for r in records if r.rollout_id in self.in_flight_at.rollout_ids]
         return sort_records(records, self.sort, board, now)
 
     @property
@@ -48,6 +62,7 @@ class TableView:
             or self.stuck_only
             or bool(self.text)
             or self.server is not None
+            or self.in_flight_at is not None
         )
 
     @property
@@ -67,6 +82,8 @@ class TableView:
             named.append("stuck only")
         if self.server is not None:
             named.append(f"server {self.server}")
+        if self.in_flight_at is not None:
+            named.append(f"in flight at {duration(self.in_flight_at.t)}")
         return named
 
 
