@@ -145,3 +145,17 @@ async def test_seek_is_a_replays_only() -> None:
         await pilot.press("w")
         await pilot.pause()
         assert app.timeline_pane.check_action("seek", ()) is False
+
+
+async def test_opened_again_the_timeline_filters_the_table_again() -> None:
+    app = build_app(live_timeline_source())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("w", "home")
+        await pilot.pause()
+        first = shown(app)
+        await pilot.press("w")  # closed: every rollout
+        await pilot.pause()
+        assert len(shown(app)) == 12
+        await pilot.press("w")  # the same cursor, the same rollouts: shown again
+        await pilot.pause()
+        assert shown(app) == first == at_cursor(app)

@@ -51,6 +51,7 @@ class TimelineFlow:
         pane.add_class("-open")
         pane.focus()
         self.update()
+        pane.say_cursor(always=True)
 
     def close(self) -> None:
         """Close it: the table shows every rollout again and has the keys back."""

@@ -210,6 +210,8 @@ class TimelinePane(Widget, can_focus=True):
         self._picture: Picture | None = None
         self._drawn: tuple[object, ...] = ()
         self._cursor_said: tuple[float, int] | None = None
+        self._said_at: float | None = None
+        self._said_in_flight: frozenset[str] = frozenset()
 
     # -- what it shows ---------------------------------------------------------------------
 
@@ -232,20 +234,27 @@ class TimelinePane(Widget, can_focus=True):
             window = window.to_edge(True, self.bounds)
         self.window = window
         self.refresh()
-        self._say_cursor()
+        self.say_cursor()
 
-    def _say_cursor(self, *, always: bool = False) -> None:
-        """Tell where the cursor is and who was in flight then, when either changed."""
+    def say_cursor(self, *, always: bool = False) -> None:
+        """Tell where the cursor is and who was in flight then, when either changed (or
+        `always`: the pane was opened again, and the table shows every rollout)."""
         t = self.window.cursor
         said = (t, self.timeline.version)
-        if always or said != self._cursor_said:
-            self._cursor_said = said
-            self.post_message(self.CursorMoved(t, frozenset(self.timeline.in_flight_at(t))))
+        if not always and said == self._cursor_said:
+            return
+        self._cursor_said = said
+        in_flight = frozenset(self.timeline.in_flight_at(t))
+        # A live run's time line changes at every repaint: the table is filtered again only
+        # when the cursor moved or its rollouts changed.
+        if always or t != self._said_at or in_flight != self._said_in_flight:
+            self._said_at, self._said_in_flight = t, in_flight
+            self.post_message(self.CursorMoved(t, in_flight))
 
     def _set_window(self, window: TimeWindow) -> None:
         self.window = window
         self.refresh()
-        self._say_cursor()
+        self.say_cursor()
 
     # -- keys ------------------------------------------------------------------------------
 
