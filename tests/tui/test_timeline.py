@@ -15,6 +15,7 @@ from tests.tui.states import NOW, T0, build_app, rollout_id
 from tests.tui.timeline_states import live_timeline_source, write_timeline_run
 from tui.app import DashboardApp
 from tui.bindings import help_lines
+from tui.sources.base import STARTING
 
 SIZE = (120, 40)
 
@@ -159,3 +160,17 @@ async def test_opened_again_the_timeline_filters_the_table_again() -> None:
         await pilot.press("w")  # the same cursor, the same rollouts: shown again
         await pilot.pause()
         assert shown(app) == first == at_cursor(app)
+
+
+async def test_the_start_up_steps_are_no_server_lanes() -> None:
+    """While the servers start, the header shows the start-up's step in their place: the
+    timeline draws no lane for it."""
+    source = live_timeline_source()
+    source.server_states = [STARTING, *source.server_states]
+    app = build_app(source)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("w")
+        await pilot.pause()
+        lanes = app.timeline_pane.timeline.lanes()
+        assert STARTING.url not in lanes
+        assert "http://127.0.0.1:8440" in lanes  # down now: its span is drawn

@@ -78,7 +78,8 @@ class TimelineFlow:
         servers = [
             ServerSeen(server.url, server.state, server.restarts)
             for server in app.source.servers()
-            if server.watched
+            # Not the start-up's steps, which stand in the header's place for the servers.
+            if server.watched and "://" in server.url
         ]
         timeline = follower.update(app.now(), dispatch=app.source.dispatch(), servers=servers)
         if self.is_open:
