@@ -144,3 +144,34 @@ def test_a_rollout_never_admitted_is_a_refusal_never_in_flight(tmp_path: Path) -
     assert timeline.in_flight_at(1.0) == [B]
     assert timeline.refusals == [(1.0, "")]
     assert timeline.limit_at(0.0) == 4
+
+
+def test_a_replay_flags_stuck_where_its_board_does(tmp_path: Path) -> None:
+    """a runs for 100 s while b and c take a second each: the board's rule (three times the
+    median, at least 30 s) flags a 30 s into its running, and the time line has it there once
+    the replay has played past it, however often it is played."""
+    path = write_recording(
+        tmp_path,
+        [
+            (0.0, A, 0, "queued"),
+            (0.0, B, 1, "queued"),
+            (1.0, A, 0, "running"),
+            (1.0, B, 1, "running"),
+            (2.0, B, 1, "success"),
+            (2.0, C, 2, "queued"),
+            (2.5, C, 2, "running"),
+            (3.5, C, 2, "success"),
+            (101.0, A, 0, "success"),
+        ],
+    )
+    source = ReplaySource(path)
+    assert not source.timeline.markers  # nothing played yet
+    source.seek(31.5)
+    assert [(m.t, m.kind, m.rollout_id) for m in source.timeline.markers] == [
+        (31.0, MarkerKind.STUCK, A)
+    ]
+    assert source.board.is_stuck(source.board.records[A], source.clock())
+    source.seek(30.5)
+    assert not source.board.is_stuck(source.board.records[A], source.clock())
+    source.to_end()
+    assert [m.rollout_id for m in source.timeline.markers] == [A]
