@@ -14,7 +14,7 @@ from tests.tui.recordings import replay_app
 from tests.tui.states import NOW, T0, build_app, rollout_id
 from tests.tui.timeline_states import live_timeline_source, write_timeline_run
 from tui.app import DashboardApp
-from tui.bindings import help_lines
+from tui.bindings import help_lines, palette_commands
 from tui.sources.base import STARTING
 
 SIZE = (120, 40)
@@ -112,8 +112,10 @@ async def test_the_help_lists_the_timeline_and_its_keys() -> None:
     app = build_app(live_timeline_source())
     async with app.run_test(size=SIZE):
         lines = dict(help_lines(app))
+        commands = list(palette_commands(app))
     assert "w" in lines and "time axis" in lines["w"]
     assert "zoom" in lines["in the timeline"]
+    assert "Timeline" in {command.title for command in commands}
 
 
 async def test_a_replay_seeks_to_the_timeline_cursor(tmp_path: Path) -> None:
