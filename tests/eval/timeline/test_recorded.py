@@ -25,6 +25,7 @@ from tests.tui.recordings import (
     write_recording,
     write_steered_run,
 )
+from tests.tui.test_replay_official import CUT, FAILED, OK0, OK1, OK2, SKIPPED, official_run
 from tui.sources.replay import ReplaySource
 
 
@@ -175,3 +176,22 @@ def test_a_replay_flags_stuck_where_its_board_does(tmp_path: Path) -> None:
     assert not source.board.is_stuck(source.board.records[A], source.clock())
     source.to_end()
     assert [m.rollout_id for m in source.timeline.markers] == [A]
+
+
+def test_an_official_run_folders_timeline_is_its_logs(tmp_path: Path) -> None:
+    """An official run folder (no recording): each rollout in flight from its dispatch line
+    until its result line; the one cut off by the interrupt until its item was sent again."""
+    source = ReplaySource(official_run(tmp_path / "r1"))
+    timeline = source.timeline
+    assert timeline.in_flight_at(0.0) == [FAILED, OK1]  # the first dispatch is the origin
+    assert timeline.in_flight_at(0.1) == [FAILED, OK1, CUT]  # the failure ends at 0.203
+    assert timeline.in_flight_at(0.21) == [OK1, CUT, SKIPPED]
+    assert timeline.in_flight_at(0.3) == [CUT]
+    resumed = 178.487  # 08:50:00.000 less the first dispatch, 08:47:01.513
+    assert timeline.in_flight_at(resumed) == [OK2, OK0]  # CUT ended as its item was sent again
+    assert timeline.spans[CUT].outcome == "untracked"
+    for t in (0.0, 0.1, 0.3, 100.0, resumed, resumed + 0.25):
+        source.seek(t)
+        assert sorted(timeline.in_flight_at(t)) == sorted(
+            r.rollout_id for r in source.board if r.in_flight
+        )
