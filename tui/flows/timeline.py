@@ -81,7 +81,9 @@ class TimelineFlow:
             # Not the start-up's steps, which stand in the header's place for the servers.
             if server.watched and "://" in server.url
         ]
-        timeline = follower.update(app.now(), dispatch=app.source.dispatch(), servers=servers)
+        timeline = follower.update(
+            app.now(), dispatch=app.source.dispatch(), servers=servers, records=self.is_open
+        )
         if self.is_open:
             app.timeline_pane.show_timeline(timeline)
 

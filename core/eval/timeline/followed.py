@@ -3,11 +3,11 @@
 The board tells which rollouts changed (a `ChangeFeed` of the timeline's own, so the table's
 batches are untouched); each changed record says when it began (its first status, the
 admission's answer, as the run's transitions.jsonl records it), when it ended and how, its
-cancels and whether it was sent by hand. What the board does not keep a time for is taken
-at the update that first sees it, a repaint's moment (a third of a second at most): a
-requeue, a stuck flag, a pause, resume or new max-in-flight,
-a server that went down, began draining or restarted. Times are seconds since the board's
-start.
+cancels (a requeue's is its time), when it was untracked and whether it was sent by hand;
+a stuck flag is placed where the board's threshold was crossed. What the board keeps no
+time for is taken at the update that first sees it, a repaint's moment (a third of a second
+at most): a pause, resume or new max-in-flight, a server that went down, began draining or
+restarted. Times are seconds since the board's start.
 """
 
 from __future__ import annotations
@@ -60,10 +60,33 @@ class BoardTimeline:
         *,
         dispatch: DispatchState | None = None,
         servers: Iterable[ServerSeen] = (),
+        records: bool = True,
     ) -> RunTimeline:
-        """Bring the time line up to `now` (the board's clock): the records changed since the
-        last update, the dispatch and the servers as they are, the rollouts stuck now."""
+        """Bring the time line up to `now` (the board's clock): the dispatch and the servers
+        as they are, the rollouts stuck now, and, with `records`, the records changed since
+        they were last followed (all of them the first time).
+
+        The records keep their own times, so following them can wait until the time line is
+        looked at; what only an update sees (the rest) cannot, and is cheap."""
         self._now = self._t(now)
+        if records:
+            self._follow_changed()
+        self._steered(dispatch)
+        for server in servers:
+            self._server(server)
+        board = self.board
+        stuck = set(board.stuck_ids(now))
+        for rollout_id in stuck - self._stuck:
+            record = board.records[rollout_id]
+            # Where it crossed its phase's threshold (the board's rule), not when seen.
+            crossed = record.phase_started_at + board.stuck_threshold(record.status)
+            at = min(self._t(crossed), self._now)
+            self.timeline.mark(Marker(at, MarkerKind.STUCK, "flagged stuck", rollout_id))
+        self._stuck = stuck
+        self.timeline.extend(self._now)
+        return self.timeline
+
+    def _follow_changed(self) -> None:
         batch = self._feed.take()
         records = self.board.records
         changed = list(records) if not self._caught_up else (*batch.added, *batch.ids)
@@ -72,15 +95,6 @@ class BoardTimeline:
             record = records.get(rollout_id)
             if record is not None:
                 self._follow(record)
-        self._steered(dispatch)
-        for server in servers:
-            self._server(server)
-        stuck = set(self.board.stuck_ids(now))
-        for rollout_id in stuck - self._stuck:
-            self.timeline.mark(Marker(self._now, MarkerKind.STUCK, "flagged stuck", rollout_id))
-        self._stuck = stuck
-        self.timeline.extend(self._now)
-        return self.timeline
 
     def _follow(self, record: RolloutRecord) -> None:
         timeline, rollout_id = self.timeline, record.rollout_id
@@ -105,7 +119,9 @@ class BoardTimeline:
         if record.requeued_as is not None and rollout_id not in self._requeued:
             self._requeued.add(rollout_id)
             text = f"requeued as {record.requeued_as}"
-            timeline.mark(Marker(self._now, MarkerKind.REQUEUE, text, rollout_id))
+            # A requeue cancels the rollout at once: its cancel's time is the requeue's.
+            at = self._t(record.cancels[-1].requested_at) if record.cancels else self._now
+            timeline.mark(Marker(at, MarkerKind.REQUEUE, text, rollout_id))
         for call in record.model.recent:
             key = (rollout_id, call.call_id)
             ended = call.ended_monotonic

@@ -59,7 +59,7 @@ def test_cancels_not_admitted_and_sent_by_hand() -> None:
     assert len(follower.update(T0 + 6.0).markers) == 2
 
 
-def test_the_limit_pauses_servers_and_stuck_flags_at_the_update_that_sees_them() -> None:
+def test_the_limit_pauses_and_servers_at_the_update_that_sees_them_stuck_where_crossed() -> None:
     run = board()
     follower = BoardTimeline(run)
     run.observe(A, Q, T0 + 1.0)
@@ -82,7 +82,25 @@ def test_the_limit_pauses_servers_and_stuck_flags_at_the_update_that_sees_them()
         (10.0, MarkerKind.PAUSE),
         (40.0, MarkerKind.RESUME),
         (40.0, MarkerKind.RESTART),
-        (40.0, MarkerKind.STUCK),  # queued since 1 s: over 30 s by 40 s
+        (31.0, MarkerKind.STUCK),  # queued since 1 s: 30 s later, seen at 40 s
     ]
     (down,) = timeline.server_spans
     assert (down.state, down.start, down.end) == ("down", 10.0, 40.0)
+
+
+def test_records_are_followed_when_asked_for_with_their_own_times() -> None:
+    """Closed, the dashboard's timeline follows only what has no time of its own; opened, it
+    catches up on the records, each at its own times (a requeue at its cancel's)."""
+    run = board()
+    follower = BoardTimeline(run)
+    record = run.observe(A, Q, T0 + 1.0)
+    run.observe_cancel(A, CancelRequest(T0 + 3.0))
+    record.requeued_as = B
+    run.observe(A, RolloutStatus.CANCELLED, T0 + 4.0)
+    assert not follower.update(T0 + 9.0, records=False).spans
+    timeline = follower.update(T0 + 10.0)
+    assert timeline.in_flight_at(2.0) == [A] and timeline.in_flight_at(4.0) == []
+    assert sorted((m.t, m.kind) for m in timeline.markers) == [
+        (3.0, MarkerKind.CANCEL),
+        (3.0, MarkerKind.REQUEUE),
+    ]
