@@ -589,14 +589,17 @@ class RolloutBoard:
             record.cancels.append(cancel)
         self._note_change(rollout_id)
 
-    def stop_tracking(self, ids: Iterable[str]) -> list[str]:
-        """Stop polling these rollouts locally; nothing is sent to the server."""
+    def stop_tracking(self, ids: Iterable[str], *, at: float | None = None) -> list[str]:
+        """Stop polling these rollouts locally, at `at` (default: now; a replay's moment);
+        nothing is sent to the server."""
         stopped = []
+        at = time.monotonic() if at is None else at
         for record in map(self.records.get, ids):
             if record is None or record.finished or record.untracked:
                 continue
             self._leave_phase(record)
             record.untracked = True
+            record.untracked_at = at
             self._untracked += 1
             if record.handle is not None:
                 record.handle.cancel()

@@ -127,6 +127,8 @@ class RolloutRecord:
     client: Canceller | None = None
     cancels: list[CancelRequest] = field(default_factory=list)
     untracked: bool = False
+    #: When the board stopped tracking it (the run's timeline ends its flight there).
+    untracked_at: float | None = None
     admission_error: str | None = None
     #: Sent by hand from the dashboard (a new rollout, a re-run): no work item's attempt, so
     #: never journaled and outside the run's progress and results.

@@ -56,6 +56,7 @@ from tui.flows.control import ControlFlow
 from tui.flows.playback import PlaybackFlow
 from tui.flows.quit import QuitFlow
 from tui.flows.submit import SubmitFlow
+from tui.flows.timeline import TimelineFlow
 from tui.screens.attempt_grid import AttemptGridScreen
 from tui.screens.dialogs import HelpScreen
 from tui.screens.rollout_view import RolloutViewScreen
@@ -76,7 +77,8 @@ from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
 from tui.widgets.table.columns import BASE
 from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort, next_sort, pick
-from tui.widgets.table.view import TableView, next_server, toggle_status
+from tui.widgets.table.view import InFlightAt, TableView, next_server, toggle_status
+from tui.widgets.timeline.pane import TimelinePane
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +106,7 @@ class DashboardApp(App[None]):
     event_log: EventLog
     details: DetailsPane
     status_line: StatusLine
+    timeline_pane: TimelinePane
     BINDINGS = DASHBOARD_BINDINGS
 
     # -- view state: the table's filters and sort, and the pause -------------------------------
@@ -121,6 +124,8 @@ class DashboardApp(App[None]):
     filter_server: var[str | None] = var(None, init=False)
     #: Only one dataset row's attempts (`TableView.row`, from the attempts grid's `enter`).
     filter_row: var[tuple[int, str] | None] = var(None, init=False)
+    #: Only the rollouts in flight at the timeline's cursor (`w`); None: at any time.
+    in_flight_at: var[InFlightAt | None] = var(None, init=False)
 
     @property
     def table_view(self) -> TableView:
@@ -132,6 +137,7 @@ class DashboardApp(App[None]):
             self.filter_server,
             self.filter_row,
             self.source.baseline,
+            in_flight_at=self.in_flight_at,
         )
 
     def _show_view(self) -> None:
@@ -139,7 +145,7 @@ class DashboardApp(App[None]):
         self.update_summary()
 
     watch_filter_text = watch_filter_statuses = watch_stuck_only = watch_sort = _show_view
-    watch_filter_server = watch_filter_row = _show_view
+    watch_filter_server = watch_filter_row = watch_in_flight_at = _show_view
 
     #: Follow mode: the cursor goes to each new rollout shown (as `tail -f`).
     follow: var[bool] = var(False, init=False)
@@ -180,6 +186,7 @@ class DashboardApp(App[None]):
         self.quit_flow = QuitFlow(self)
         self.control_flow = ControlFlow(self)
         self.playback = PlaybackFlow(self)
+        self.timeline_flow = TimelineFlow(self)
         self._shown_details: str | None = None
         #: The app's time when it saw the source's work end: `now` stays there.
         self._ended_at: float | None = None
@@ -239,12 +246,16 @@ class DashboardApp(App[None]):
         self.event_log = EventLog(id="event-log")
         self.details = DetailsPane(id="details")
         self.status_line = StatusLine(id="status-line")
+        self.timeline_pane = TimelinePane(
+            can_seek=lambda: self.source.playback is not None, id="timeline"
+        )
         yield self.header
         yield self.end_banner
         yield self.silence_banner
         yield self.summary
         with Horizontal(id="main"):
             with Vertical(id="table-column"):
+                yield self.timeline_pane
                 yield self.table
                 yield self.filter_bar
                 yield self.event_log
@@ -321,6 +332,7 @@ class DashboardApp(App[None]):
         for screen in self.screen_stack:
             if isinstance(screen, AttemptGridScreen):
                 screen.repaint()  # on this timer too, never per event
+        self.timeline_flow.update()
         details = self.details
         if details.has_class("-open") and (
             table.cursor_id in batch.ids or table.cursor_id != self._shown_details
@@ -477,6 +489,21 @@ class DashboardApp(App[None]):
         record = self.selected()
         if record is not None:
             self.push_screen(RolloutViewScreen(self.source, record, self.board, now=self.now))
+
+    def action_timeline(self) -> None:
+        self.timeline_flow.toggle()
+
+    @on(TimelinePane.CursorMoved)
+    def _timeline_cursor(self, event: TimelinePane.CursorMoved) -> None:
+        self.timeline_flow.cursor_moved(event.t, event.in_flight)
+
+    @on(TimelinePane.SeekAsked)
+    def _timeline_seek(self, event: TimelinePane.SeekAsked) -> None:
+        self.timeline_flow.seek(event.t)
+
+    @on(TimelinePane.Closed)
+    def _timeline_closed(self) -> None:
+        self.timeline_flow.close()
 
     def action_copy_id(self) -> None:
         record = self.selected()

@@ -295,6 +295,14 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     ),
     Binding("l", "event_log", "Log", tooltip="Show or hide the event log", id="log.toggle"),
     Binding(
+        "w",
+        "timeline",
+        "Timeline",
+        tooltip="The run on a time axis; the table shows what was in flight at its cursor",
+        show=False,
+        id="timeline.open",
+    ),
+    Binding(
         "question_mark,f1",
         "help",
         "Help",
@@ -423,6 +431,11 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
         ("↑ ↓ pgup pgdn", "Move the cursor a row or a page (also j, k, or a click)"),
         ("home end", "The first or the last rollout (also g, G)"),
         ("^p", "Command palette: every action by name"),
+        (
+            "in the timeline",
+            "← → move in time (shift: a tenth of the window), i o zoom, ^← ^→ pan, z fit; "
+            "a replay's enter plays it to there",
+        ),
     ]
     return shown
 

@@ -16,6 +16,7 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results.metrics import Progress
 from core.eval.results.records import ItemKey, ItemResult
+from core.eval.timeline.model import RunTimeline
 from tui.sources.pass_rule import PassRule
 
 
@@ -81,6 +82,11 @@ class Player(Protocol):
     @property
     def length(self) -> float:
         """Seconds from the recording's start to its end."""
+        ...
+
+    @property
+    def timeline(self) -> RunTimeline:
+        """The whole recording's time line, in the seconds `played` and `seek` count."""
         ...
 
     def toggle_pause(self) -> None: ...

@@ -49,7 +49,10 @@ from core.eval.results.recording import (
     read_recording,
 )
 from core.eval.results.records import ItemKey, ItemResult
+from core.eval.timeline.model import Marker, MarkerKind, RunTimeline
+from core.eval.timeline.recorded import timeline_of_recording
 from core.eval.untrusted_json import load_json_file
+from core.types import RolloutStatus
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.pass_rule import recorded_pass_rule
 from tui.sources.replay_state import ReplayState
@@ -117,6 +120,9 @@ class ReplaySource:
         # Moved on by every seek: a wait of the player that sees it changed starts over.
         self._generation = 0
         self._wake = asyncio.Event()
+        self._timeline: RunTimeline | None = None
+        #: (rollout, phase) flagged stuck on the time line: once, however often played.
+        self._stuck_flagged: set[tuple[str, RolloutStatus]] = set()
 
     def _journal_history(self) -> list[ItemResult]:
         """Every record of the run's journal; none, with a warning, when it cannot be read
@@ -268,6 +274,16 @@ class ReplaySource:
         """The recording's length in seconds, from its first event to its last."""
         return self._times[-1]
 
+    @property
+    def timeline(self) -> RunTimeline:
+        """The whole recording's time line, in seconds since its start (as `played` and
+        `seek` count them): made once, on first use. Its stuck flags are the board's, added
+        as the player gets to them (`_apply`): up to the event after the furthest point
+        played."""
+        if self._timeline is None:
+            self._timeline = timeline_of_recording(self.events, self._origin)
+        return self._timeline
+
     def progress(self) -> Progress:
         """The run's progress as of the replayed moment."""
         return self.state.progress(
@@ -341,8 +357,8 @@ class ReplaySource:
             self.state = self._fresh_state(self.board.started_at)
             self.board = self.state.board
             self.position = 0
-        for event in self.events[self.position : position]:
-            self.state.apply(event)
+        for index in range(self.position, position):
+            self._apply(index)
         self.position = position
         self._played = played
         self._pending_steps = 0
@@ -350,6 +366,29 @@ class ReplaySource:
         self._wake.set()
 
     # -- playing ---------------------------------------------------------------------------
+
+    def _apply(self, index: int) -> None:
+        """Play event `index`; after the last event of an instant, the rollouts the board
+        flags stuck before the next instant go on the time line, where each crossed its
+        threshold (the board's own rule: its thresholds change only at events)."""
+        self.state.apply(self.events[index])
+        times = self._times
+        if index + 1 < len(times) and times[index + 1] == times[index]:
+            return
+        board = self.board
+        zero = board.started_at + self._origin  # the board's clock at the recording's 0
+        until = times[index + 1] if index + 1 < len(times) else times[index]
+        for rollout_id in board.stuck_ids(zero + until):
+            record = board.records[rollout_id]
+            flag = (rollout_id, record.status)
+            if flag in self._stuck_flagged:
+                continue
+            self._stuck_flagged.add(flag)
+            crossed = record.phase_started_at + board.stuck_threshold(record.status) - zero
+            marker = Marker(
+                max(crossed, times[index]), MarkerKind.STUCK, "flagged stuck", rollout_id
+            )
+            self.timeline.mark(marker)
 
     async def run(self) -> None:
         """Play until the app ends: at the end of the recording, wait for a seek back."""
@@ -369,7 +408,7 @@ class ReplaySource:
                 if self.paused and not await self._wait_for_step_or_resume(generation):
                     continue
             self._played = max(self._played, target)
-            self.state.apply(self.events[self.position])
+            self._apply(self.position)
             self.position += 1
 
     async def _wait(self, generation: int) -> None:

@@ -113,7 +113,7 @@ class ReplayState:
                     submitted_at=at,
                 )
         elif isinstance(event, Untracked):
-            if self.board.stop_tracking([event.rollout_id]):
+            if self.board.stop_tracking([event.rollout_id], at=at):
                 self._note(
                     event.t,
                     f"stopped tracking {event.rollout_id[:10]}; "
@@ -158,7 +158,7 @@ class ReplayState:
             # A run that ends stops following what is still in flight; a recording of an
             # older version does not say so itself.
             left = [record.rollout_id for record in self.board if record.in_flight]
-            if self.board.stop_tracking(left):
+            if self.board.stop_tracking(left, at=self.board.started_at + event.t):
                 self._note(
                     event.t,
                     f"invocation {event.number} ended with {len(left)} in flight, "

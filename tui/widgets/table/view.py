@@ -12,9 +12,19 @@ from dataclasses import dataclass, field
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import Baseline
+from core.eval.duration_text import duration
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.table.sorting import SORT_COLUMNS, Sort, sort_records
+
+
+@dataclass(frozen=True)
+class InFlightAt:
+    """The timeline's cursor (`w`): an instant, in seconds since the run's start, and the
+    rollouts in flight then."""
+
+    t: float
+    rollout_ids: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,8 @@ class TableView:
     row: tuple[int, str] | None = None
     #: The run compared with (`--baseline`), which the base column sorts by.
     baseline: Baseline | None = field(default=None, compare=False)
+    #: Only the rollouts in flight at the timeline's cursor; None: at any time.
+    in_flight_at: InFlightAt | None = None
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
@@ -45,6 +57,8 @@ class TableView:
         if self.row is not None:
             row_index = self.row[0]
             records = [record for record in records if record.row_index == row_index]
+        if self.in_flight_at is not None:
+            records = [r for r in records if r.rollout_id in self.in_flight_at.rollout_ids]
         return sort_records(records, self.sort, board, now, self.baseline)
 
     @property
@@ -58,6 +72,7 @@ class TableView:
             or bool(self.text)
             or self.server is not None
             or self.row is not None
+            or self.in_flight_at is not None
         )
 
     @property
@@ -79,6 +94,8 @@ class TableView:
             named.append(f"server {self.server}")
         if self.row is not None:
             named.append(f"row {self.row[1]}")
+        if self.in_flight_at is not None:
+            named.append(f"in flight at {duration(self.in_flight_at.t)}")
         return named
 
 
