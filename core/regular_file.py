@@ -19,8 +19,8 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 #: A JSON document of a results folder (manifest.json, metrics.json). The largest we write is
 #: a manifest selecting a million rows (`selected_source_rows`: some 8 MB).
@@ -132,9 +132,9 @@ def read_at_most(descriptor: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-@dataclass(frozen=True)
-class Line:
-    """One line of a file, as `read_lines` gives it."""
+class Line(NamedTuple):
+    """One line of a file, as `read_lines` gives it (a tuple: a journal of a million lines
+    makes a million of them)."""
 
     number: int
     """From 1."""

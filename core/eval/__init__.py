@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.eval.errors import EvalError, InputError
-    from core.eval.plan.prepare import DEFAULT_OUTPUT, EvalPlan, EvalRequest, prepare
+    from core.eval.plan.output_root import DEFAULT_OUTPUT
+    from core.eval.plan.prepare import EvalPlan, EvalRequest, prepare
     from core.eval.results.folder import RunFolderError
     from core.eval.results.lock import RunLocked
     from core.eval.session import EvalSession
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 # Each exported name and the module that defines it.
 _HOMES = {
-    "DEFAULT_OUTPUT": "core.eval.plan.prepare",
+    "DEFAULT_OUTPUT": "core.eval.plan.output_root",
     "EvalPlan": "core.eval.plan.prepare",
     "EvalRequest": "core.eval.plan.prepare",
     "EvalSession": "core.eval.session",

@@ -32,7 +32,7 @@ def add_output_flag(parser: argparse.ArgumentParser) -> None:
 def results_root(args: argparse.Namespace) -> Path:
     """`-o` (or `eval`'s default), found as `eval` finds it: inside a workspace, from the
     workspace's root, from whichever of its folders the command runs."""
-    from core.eval.plan.prepare import results_root as rooted
+    from core.eval.plan.output_root import results_root as rooted
 
     return rooted(args.output, at=Path.cwd())
 
@@ -59,7 +59,7 @@ def add_attach(commands: Any) -> None:
 
 def attach_hint(plan: EvalPlan) -> str:
     """The line a headless run prints once it serves its control socket."""
-    from core.eval.plan.prepare import results_root as rooted
+    from core.eval.plan.output_root import results_root as rooted
     from core.eval.reporter import display_path
 
     output = plan.request.output

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+from core.eval.compare.outcomes import ItemOutcome, outcome_of
 from core.eval.errors import EvalError
 from core.eval.results.events import Journal
 from core.eval.results.folder import (
@@ -61,19 +62,30 @@ class ComparedRun:
     source_rows: tuple[int, ...]
     n: int
     threshold: float
-    #: False when metrics.json did not say the threshold (the official default is used).
-    threshold_recorded: bool
+    #: False when neither the caller nor metrics.json said the threshold (the official default
+    #: is used).
+    threshold_known: bool
     results: dict[PairKey, ItemResult]
     #: Lines of the journal that could not be read, and the like.
     warnings: list[str] = field(default_factory=list)
     _prompts: dict[int, str | None] = field(default_factory=dict, repr=False)
 
     @cached_property
-    def planned(self) -> frozenset[PairKey]:
-        """Every work item of the run: its plan, and anything its journal holds beside it."""
-        return frozenset(
-            (row, attempt) for row in self.source_rows for attempt in range(self.n)
-        ) | frozenset(self.results)
+    def attempts_by_row(self) -> dict[int, Sequence[int]]:
+        """Every work item of the run by source row: its plan, and anything its journal holds
+        beside it (a record of another plan is shown, never hidden)."""
+        rows: dict[int, Sequence[int]] = dict.fromkeys(self.source_rows, range(self.n))
+        for row, attempt in self.results:
+            planned = rows.get(row)
+            if planned is None or attempt not in planned:
+                rows[row] = sorted({*(planned or ()), attempt})
+        return rows
+
+    @cached_property
+    def outcomes(self) -> dict[PairKey, ItemOutcome]:
+        """The outcome of every finished work item, counted with the run's threshold."""
+        threshold = self.threshold
+        return {key: outcome_of(result, threshold) for key, result in self.results.items()}
 
     @property
     def work_items(self) -> int:
@@ -134,6 +146,7 @@ def read_compared_run(folder: Path, *, label: str, threshold: float | None = Non
     results = _by_source_row(journaled.values(), source_rows, folder, warnings.append)
     recorded = _recorded_threshold(folder / METRICS_FILE, warnings.append)
     model = inputs.get("model_path")
+    known = threshold is not None or recorded is not None
     if threshold is None:
         threshold = DEFAULT_PASS_THRESHOLD if recorded is None else recorded
     return ComparedRun(
@@ -145,7 +158,7 @@ def read_compared_run(folder: Path, *, label: str, threshold: float | None = Non
         source_rows=source_rows,
         n=n,
         threshold=threshold,
-        threshold_recorded=recorded is not None,
+        threshold_known=known,
         results=results,
         warnings=warnings,
     )

@@ -11,29 +11,21 @@ with nothing in common to compare is refused (`CompareInputError`), with the rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from core.eval.compare.compared_run import ComparedRun, CompareInputError, PairKey
-from core.eval.compare.outcomes import (
-    CHANGED,
-    CLASSES,
-    ItemClass,
-    ItemOutcome,
-    classify,
-    outcome_of,
-)
+from core.eval.compare.outcomes import CHANGED, CLASSES, ItemClass, classify
 from core.eval.compare.statistics import PairedDifference, mcnemar_exact_p, paired_difference
 from core.eval.results.metrics import k_values, pass_at_k
 
 RowContent = Literal["same", "differs", "unchecked"]
 
 
-@dataclass(frozen=True, slots=True)
-class RowSide:
+class RowSide(NamedTuple):
     """One row in one run, over its finished attempts (skipped ones left out, as metrics.json
-    leaves them out of the samples)."""
+    leaves them out of the samples). A tuple: a comparison of big runs makes 200,000."""
 
     attempts: int
     passes: int
@@ -49,8 +41,7 @@ class RowSide:
         return self.passes / self.attempts if self.attempts else None
 
 
-@dataclass(frozen=True, slots=True)
-class RowComparison:
+class RowComparison(NamedTuple):
     """A source row of either run: each side's sums and how many of its items fell in each
     class."""
 
@@ -110,13 +101,17 @@ class Comparison:
 
 def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
     """Pair, class and count the work items of runs `a` and `b`."""
-    rows_a, rows_b = _by_row(a), _by_row(b)
+    rows_a, rows_b = a.attempts_by_row, b.attempts_by_row
     shared = sorted(rows_a.keys() & rows_b.keys())
     if not shared:
         raise CompareInputError(
             f"A ({a.name}) and B ({b.name}) have no source row in common: nothing to compare"
         )
-    content = {row: _content(a, b, row) for row in shared}
+    content: dict[int, RowContent] = (
+        dict.fromkeys(shared, "same")
+        if a.dataset_sha256 is not None and a.dataset_sha256 == b.dataset_sha256
+        else {row: _content(a, b, row) for row in shared}
+    )
     if not any(verdict == "same" for verdict in content.values()):
         raise CompareInputError(
             f"A ({a.name}) and B ({b.name}) ran different datasets (sha256 "
@@ -129,20 +124,30 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
             )
         )
     classes: dict[ItemClass, list[PairKey]] = {name: [] for name in CLASSES}
+    outcomes_a, outcomes_b = a.outcomes, b.outcomes
     rows: list[RowComparison] = []
     for row in sorted(rows_a.keys() | rows_b.keys()):
+        attempts_a, attempts_b = rows_a.get(row, ()), rows_b.get(row, ())
         verdict = content.get(row, "same")
         counts: dict[ItemClass, int] = {}
         if verdict == "same":
-            for attempt in sorted(rows_a.get(row, set()) | rows_b.get(row, set())):
-                name = _class_of(a, b, (row, attempt))
-                classes[name].append((row, attempt))
+            both = attempts_a if attempts_a == attempts_b else sorted({*attempts_a, *attempts_b})
+            for attempt in both:
+                key = (row, attempt)
+                name: ItemClass
+                if attempt not in attempts_b:
+                    name = "only_in_A"
+                elif attempt not in attempts_a:
+                    name = "only_in_B"
+                else:
+                    name = classify(outcomes_a.get(key), outcomes_b.get(key))
+                classes[name].append(key)
                 counts[name] = counts.get(name, 0) + 1
         rows.append(
             RowComparison(
                 source_row=row,
-                a=_side(a, row, rows_a.get(row)),
-                b=_side(b, row, rows_b.get(row)),
+                a=_side(a, row, attempts_a) if row in rows_a else None,
+                b=_side(b, row, attempts_b) if row in rows_b else None,
                 content=verdict,
                 classes=counts,
             )
@@ -160,61 +165,43 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
     return comparison
 
 
-def _by_row(run: ComparedRun) -> dict[int, set[int]]:
-    rows: dict[int, set[int]] = {}
-    for row, attempt in run.planned:
-        rows.setdefault(row, set()).add(attempt)
-    return rows
-
-
 def _content(a: ComparedRun, b: ComparedRun, row: int) -> RowContent:
-    if a.dataset_sha256 is not None and a.dataset_sha256 == b.dataset_sha256:
-        return "same"
+    """Whether a row of two runs over different datasets is the same row."""
     first, second = a.prompt_digest(row), b.prompt_digest(row)
     if first is None or second is None:
         return "unchecked"
     return "same" if first == second else "differs"
 
 
-def _outcome(run: ComparedRun, key: PairKey) -> ItemOutcome | None:
-    result = run.results.get(key)
-    return None if result is None else outcome_of(result, run.threshold)
-
-
-def _class_of(a: ComparedRun, b: ComparedRun, key: PairKey) -> ItemClass:
-    in_a, in_b = key in a.planned, key in b.planned
-    if not in_b:
-        return "only_in_A"
-    if not in_a:
-        return "only_in_B"
-    return classify(_outcome(a, key), _outcome(b, key))
-
-
-def _side(run: ComparedRun, row: int, attempts: set[int] | None) -> RowSide | None:
-    if attempts is None:
-        return None
-    finished = [
-        result for attempt in sorted(attempts) if (result := run.results.get((row, attempt)))
-    ]
-    samples = [outcome_of(result, run.threshold) for result in finished]
-    counted = [
-        (result, outcome)
-        for result, outcome in zip(finished, samples, strict=True)
-        if outcome.kind != "skipped"
-    ]
-    passes = sum(outcome.passed for _, outcome in counted)
-    rewards = [result.reward for result, _ in counted if result.reward is not None]
-    tokens = [result.tokens for result in finished if result.tokens is not None]
+def _side(run: ComparedRun, row: int, attempts: Sequence[int]) -> RowSide:
+    results, outcomes = run.results, run.outcomes
+    finished = counted = passes = rewarded = 0
+    reward_sum = duration_sum = 0.0
+    tokens: int | None = None
+    for attempt in attempts:
+        result = results.get((row, attempt))
+        if result is None:
+            continue
+        finished += 1
+        duration_sum += result.duration_ms
+        if result.tokens is not None:
+            tokens = result.tokens + (tokens or 0)
+        outcome = outcomes[(row, attempt)]
+        if outcome.kind == "skipped":
+            continue
+        counted += 1
+        passes += outcome.passed
+        if result.reward is not None:
+            rewarded += 1
+            reward_sum += result.reward
     return RowSide(
-        attempts=len(counted),
+        attempts=counted,
         passes=passes,
-        mean_reward=sum(rewards) / len(rewards) if rewards else None,
-        tokens=sum(tokens) if tokens else None,
-        duration_ms=sum(result.duration_ms for result in finished) / len(finished)
-        if finished
-        else None,
-        pass_at_k={k: pass_at_k(len(counted), passes, k) for k in k_values(len(counted))}
-        if len(counted) >= 2
+        mean_reward=reward_sum / rewarded if rewarded else None,
+        tokens=tokens,
+        duration_ms=duration_sum / finished if finished else None,
+        pass_at_k={k: pass_at_k(counted, passes, k) for k in k_values(counted)}
+        if counted >= 2
         else None,
     )
 
@@ -267,6 +254,11 @@ def _notes(a: ComparedRun, b: ComparedRun, shared: int) -> list[str]:
             "(--pass-threshold makes them one)"
         )
     for label, run in (("A", a), ("B", b)):
+        if not run.threshold_known:
+            notes.append(
+                f"{label}'s metrics.json does not say the pass threshold it counted with: "
+                f"{run.threshold:g} is used (--pass-threshold sets it)"
+            )
         notes.extend(f"{label}: {warning}" for warning in run.warnings)
     return notes
 

@@ -56,15 +56,20 @@ class ItemOutcome:
         return self.kind == "pass"
 
 
+PASSED = ItemOutcome("pass")
+FAILED = ItemOutcome("failure")
+SKIPPED = ItemOutcome("skipped")
+
+
 def outcome_of(result: ItemResult, threshold: float) -> ItemOutcome:
     """The outcome of a journaled result, passes counted with its run's `threshold`."""
     if result.status == "skipped":
-        return ItemOutcome("skipped")
+        return SKIPPED
     if is_pass(result.status, result.reward, threshold):
-        return ItemOutcome("pass")
+        return PASSED
     if result.status == "failed":
         return ItemOutcome("error", result.error_type)
-    return ItemOutcome("failure")
+    return FAILED
 
 
 def classify(a: ItemOutcome | None, b: ItemOutcome | None) -> ItemClass:

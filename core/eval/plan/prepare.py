@@ -18,8 +18,9 @@ from typing import Any, Literal, TypeVar
 
 from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.gateway.upstream_choice import UpstreamChoice, choose_upstream
-from core.eval.plan.config import EvalConfig, enclosing_workspace, load_config, workspace_root
+from core.eval.plan.config import EvalConfig, load_config, workspace_root
 from core.eval.plan.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
+from core.eval.plan.output_root import DEFAULT_OUTPUT, located, near
 from core.eval.plan.secret_values import STDIN, available_values, read_secrets_file
 from core.eval.results.durable import describe_os_error
 from core.eval.results.events import Journal
@@ -36,7 +37,6 @@ from core.eval.results.records import MAX_WORK_ITEMS, ItemKey, ItemResult, WorkI
 from core.eval.results.source_digest import EMPTY_SOURCE_DIGEST, rollout_source_digest
 from core.eval.servers.launcher import LaunchError, resolve_entrypoint
 
-DEFAULT_OUTPUT = Path(".osmosis/evals")
 DEMO_DATASET_NAME = "demo"
 # The manifest's rollout name and entrypoint for servers given by URL alone (no config says
 # which rollout they run): their code is not here, and nothing else is known of it.
@@ -375,40 +375,18 @@ def _rooted(request: EvalRequest, root: Path | None) -> EvalRequest:
     if root is None:
         return request
 
-    def located(path: Path) -> Path:
-        return _located(path, root)
+    def from_root(path: Path) -> Path:
+        return located(path, root)
 
     secrets_file = request.secrets_file
     if secrets_file is not None and secrets_file != STDIN:
-        secrets_file = str(located(Path(secrets_file)))
+        secrets_file = str(from_root(Path(secrets_file)))
     return replace(
         request,
-        output=located(request.output),
-        dataset_file=None if request.dataset_file is None else located(request.dataset_file),
+        output=from_root(request.output),
+        dataset_file=None if request.dataset_file is None else from_root(request.dataset_file),
         secrets_file=secrets_file,
     )
-
-
-def results_root(output: Path | None, *, at: Path) -> Path:
-    """The results root `-o output` (None: the default) names for a command run in the folder
-    `at` that reads runs rather than making one (`runs`, `attach`): inside a workspace, taken
-    from its root, as a run of one of its configs takes it, wherever in it the command runs."""
-    given = output or DEFAULT_OUTPUT
-    workspace = enclosing_workspace(at)
-    return given if workspace is None else _located(given, workspace)
-
-
-def _located(path: Path, root: Path) -> Path:
-    """`path` taken from `root` when relative, as messages show it."""
-    return _near(path if path.is_absolute() else root / path)
-
-
-def _near(path: Path) -> Path:
-    """`path` (absolute) as messages show it: from the current directory when it is inside it."""
-    try:
-        return path.relative_to(Path.cwd())
-    except ValueError:
-        return path
 
 
 def kept_results(
@@ -510,7 +488,7 @@ def _dataset_path(
                 )
             )
             return None
-        return _near(path)
+        return near(path)
     if request.servers:
         problems.append(
             InputProblem("--dataset-file", None, None, "give --dataset-file with --server")

@@ -41,7 +41,9 @@ def is_path_segment(name: str) -> bool:
     A rollout id names a folder under `rollout_trials/` and a run name a folder under the
     output root, so anything else would read or write outside them.
     """
-    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\x00")
+    return (
+        name not in ("", ".", "..") and "/" not in name and "\\" not in name and "\x00" not in name
+    )
 
 
 MAX_WORK_ITEMS = 1_000_000
@@ -87,8 +89,11 @@ class ItemResult:
     def __post_init__(self) -> None:
         # Checked at construction so that a bad value fails where it is made, not as an
         # unreadable journal line found by the next resume.
-        for name in ("row_index", "run_index", "source_row_index"):
-            value = getattr(self, name)
+        for name, value in (
+            ("row_index", self.row_index),
+            ("run_index", self.run_index),
+            ("source_row_index", self.source_row_index),
+        ):
             if value is None and name == "source_row_index":
                 continue
             if not is_int(value) or value < 0:
@@ -100,10 +105,9 @@ class ItemResult:
             )
         if self.status not in ITEM_STATUSES:
             raise ValueError(f"status must be one of {sorted(ITEM_STATUSES)}, got {self.status!r}")
-        for name in ("reward", "duration_ms"):
-            value = getattr(self, name)
-            if value is not None and (not is_number(value) or not math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
+        for name, number in (("reward", self.reward), ("duration_ms", self.duration_ms)):
+            if number is not None and (not is_number(number) or not math.isfinite(number)):
+                raise ValueError(f"{name} must be a finite number, got {number!r}")
         # Sign is not checked: these are reported by servers, and a server's odd count must
         # not stop a run whose result is otherwise fine.
         if self.tokens is not None and not is_int(self.tokens):
@@ -144,33 +148,28 @@ class ItemResult:
         """
         if not isinstance(record, Mapping):
             raise ValueError("record is not a JSON object")
+        get = record.get
+        # The construction checks the rest (`__post_init__`); checked here is only what it
+        # cannot tell once converted: presence, and numbers that float() would accept as text.
         for name in ("row_index", "run_index", "rollout_id", "status"):
-            if record.get(name) is None:
+            if get(name) is None:
                 raise ValueError(f"{name} is missing")
-        for name in ("row_index", "run_index", "source_row_index", "tokens"):
-            value = record.get(name)
-            if value is not None and not is_int(value):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-        for name in ("reward", "duration_ms"):
-            value = record.get(name)
+        reward, duration_ms, status = get("reward"), get("duration_ms"), get("status")
+        for name, value in (("reward", reward), ("duration_ms", duration_ms)):
             if value is not None and not is_number(value):
                 raise ValueError(f"{name} must be a number, got {value!r}")
-        for name in ("rollout_id", "status", "error_type"):
-            value = record.get(name)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{name} must be a string, got {value!r}")
-        reward = record.get("reward")
-        duration_ms = record.get("duration_ms")
+        if not isinstance(status, str):
+            raise ValueError(f"status must be a string, got {status!r}")
         return cls(
             row_index=record["row_index"],
             run_index=record["run_index"],
             rollout_id=record["rollout_id"],
-            status=record["status"],
-            source_row_index=record.get("source_row_index"),
+            status=status,  # type: ignore[arg-type]  # checked by __post_init__
+            source_row_index=get("source_row_index"),
             reward=None if reward is None else float(reward),
-            tokens=record.get("tokens"),
+            tokens=get("tokens"),
             duration_ms=0.0 if duration_ms is None else float(duration_ms),
-            error_type=record.get("error_type"),
+            error_type=get("error_type"),
         )
 
 
