@@ -15,7 +15,10 @@ A and in B, attempt by attempt, so the class of every work item is known before 
   item's model call hangs, so its last item is pending;
 - `ours_edited`: ours on another dataset file, whose first row is the first of ROWS and whose
   other two ask other questions;
-- `ours_other`: ours on that file's rows 1-2 alone: no row it holds is one of ROWS.
+- `ours_other`: ours on that file's rows 1-2 alone: no row it holds is one of ROWS;
+- `ours_untraced`: ours on that file, against a server that keeps its trials elsewhere (as
+  one started by hand without `_OSMOSIS_ROLLOUT_ARTIFACT_ROOT` does): nothing in its folder
+  says what its rows held.
 """
 
 from __future__ import annotations
@@ -158,11 +161,13 @@ def planned_model(tmp: Path, name: str, plan: Mapping[str, list[str]]) -> Iterat
 
 
 @contextmanager
-def rollout_server(python: Path, runs: RealRuns, name: str) -> Iterator[str]:
+def rollout_server(
+    python: Path, runs: RealRuns, name: str, *, trials: Path | None = None
+) -> Iterator[str]:
     """The workspace's rollout served by hand for our run `name`, its trials in that run's
-    folder (as `osmosis-tui eval` launching it would put them)."""
+    folder (as `osmosis-tui eval` launching it would put them) unless `trials` says where."""
     env = load_config(runs.workspace / CONFIG).env
-    trials = runs.folder(name) / "rollout_trials"
+    trials = trials or runs.folder(name) / "rollout_trials"
     with official_rollout_server(
         python, runs.workspace, trials, env, runs.tmp / f"{name}.server.log"
     ) as url:
@@ -177,11 +182,16 @@ def official_run(python: Path, runs: RealRuns, name: str, plan: Mapping[str, lis
 
 
 def our_run(
-    python: Path, runs: RealRuns, name: str, plan: Mapping[str, list[str]], *flags: str
+    python: Path,
+    runs: RealRuns,
+    name: str,
+    plan: Mapping[str, list[str]],
+    *flags: str,
+    trials: Path | None = None,
 ) -> None:
     with (
         planned_model(runs.tmp, name, plan) as model_url,
-        rollout_server(python, runs, name) as server_url,
+        rollout_server(python, runs, name, trials=trials) as server_url,
     ):
         envelope(
             run_our_eval(
@@ -233,4 +243,8 @@ def make_runs(python: Path, tmp: Path) -> RealRuns:
     interrupted_run(python, runs, "ours_partial")
     our_run(python, runs, "ours_edited", {}, "--dataset-file", OTHER_DATASET)
     our_run(python, runs, "ours_other", {}, "--dataset-file", OTHER_DATASET, "--rows", "1-2")
+    # A server started by hand without the run's folder as its artifact root.
+    our_run(
+        python, runs, "ours_untraced", {}, "--dataset-file", OTHER_DATASET, trials=tmp / "elsewhere"
+    )
     return runs

@@ -345,6 +345,14 @@ INCOMPARABLE = [
         "A (ours_other) and B (official_b) ran different datasets (sha256 ",
         "every row's opening messages differ",
     ),
+    # ours_untraced: the same file as ours_edited, its trials not in its folder.
+    (
+        "official_a",
+        "ours_untraced",
+        "A (official_a) and B (ours_untraced) ran different datasets (sha256 ",
+        "no row could be checked to be the same in both: their trajectories do not say what "
+        "the rows held",
+    ),
     # ours_c holds rows 0-5, ours_partial rows 6-11.
     (
         "ours_c",
