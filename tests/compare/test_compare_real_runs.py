@@ -196,6 +196,20 @@ def test_json_is_the_same_bytes_each_time(real_runs: RealRuns) -> None:
     assert first.stdout.count("\n") == 1  # one document, one line
 
 
+def test_run_folders_in_place_of_names(real_runs: RealRuns) -> None:
+    """A and B as run folders, from anywhere, without -o: the same document as by name."""
+    by_name = compare(real_runs, "ours_a", "official_b", "--json")
+    by_folder = run_osmosis(
+        "compare",
+        str(real_runs.folder("ours_a")),
+        str(real_runs.folder("official_b")),
+        "--json",
+        cwd=real_runs.tmp,
+    )
+    assert by_folder.returncode == by_name.returncode == 0, by_folder.stderr
+    assert by_folder.stdout == by_name.stdout
+
+
 def test_items_in_one_run_only(real_runs: RealRuns) -> None:
     """ours_c: rows 0-5, three attempts each, B's answers."""
     document = compared(real_runs, "ours_a", "ours_c")
@@ -390,3 +404,6 @@ def test_rows_whose_content_differs_are_listed_apart(real_runs: RealRuns, a: str
     rows = {row["source_row"]: row for row in document["rows"]}
     assert rows[1]["content"] == rows[2]["content"] == "differs"
     assert rows[1]["classes"] == rows[2]["classes"] == {}
+    text = compare(real_runs, a, "ours_edited")
+    assert text.returncode == 0, text.stderr
+    assert "rows whose content differs, not compared: 1, 2" in text.stdout.splitlines()
