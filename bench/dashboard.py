@@ -11,6 +11,7 @@ import asyncio
 import json
 import resource
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from textual import events
@@ -19,9 +20,11 @@ from textual.strip import Strip
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
+from core.eval.results.records import ItemKey, ItemResult
 from core.types import RolloutStatus
 from tui.app import create_app
 from tui.sources.base import NewRollout, ServerView
+from tui.sources.pass_rule import PassRule
 from tui.widgets.table.rollout_table import RolloutTable
 
 ROLLOUTS = 10_000
@@ -50,12 +53,16 @@ class SyntheticSource:
     sends_by_hand = False
     detaches_on_quit = False
     servers_stop_with_run = False
+    pass_rule = PassRule(1, 1.0)
 
     def progress(self) -> Progress:
         return Progress(0, ROLLOUTS, 0, 0, None, 0)
 
     def servers(self) -> list[ServerView]:
         return []
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        return {}
 
     async def run(self) -> None:
         await asyncio.Event().wait()

@@ -56,6 +56,7 @@ from tui.flows.control import ControlFlow
 from tui.flows.playback import PlaybackFlow
 from tui.flows.quit import QuitFlow
 from tui.flows.submit import SubmitFlow
+from tui.screens.attempt_grid import AttemptGridScreen
 from tui.screens.dialogs import HelpScreen
 from tui.screens.rollout_view import RolloutViewScreen
 from tui.screens.transcript import TranscriptScreen
@@ -67,6 +68,7 @@ from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
 from tui.widgets.fitted_footer import FittedFooter
 from tui.widgets.format import multi_line, one_line
+from tui.widgets.grid.rows import GridRow
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.silence_banner import SilenceBanner
 from tui.widgets.status_line import StatusLine
@@ -116,11 +118,18 @@ class DashboardApp(App[None]):
     sort: var[Sort] = var(Sort(), init=False)
     #: Only the rollouts sent to this server (its URL); None: every server's.
     filter_server: var[str | None] = var(None, init=False)
+    #: Only one dataset row's attempts (`TableView.row`, from the attempts grid's `enter`).
+    filter_row: var[tuple[int, str] | None] = var(None, init=False)
 
     @property
     def table_view(self) -> TableView:
         return TableView(
-            self.filter_text, self.filter_statuses, self.stuck_only, self.sort, self.filter_server
+            self.filter_text,
+            self.filter_statuses,
+            self.stuck_only,
+            self.sort,
+            self.filter_server,
+            self.filter_row,
         )
 
     def _show_view(self) -> None:
@@ -128,7 +137,7 @@ class DashboardApp(App[None]):
         self.update_summary()
 
     watch_filter_text = watch_filter_statuses = watch_stuck_only = watch_sort = _show_view
-    watch_filter_server = _show_view
+    watch_filter_server = watch_filter_row = _show_view
 
     #: Follow mode: the cursor goes to each new rollout shown (as `tail -f`).
     follow: var[bool] = var(False, init=False)
@@ -305,6 +314,9 @@ class DashboardApp(App[None]):
         # E.g. the selected rollout finished (cancel greys out), or the servers came up or
         # went away (new and re-run).
         self.keys_may_have_changed()
+        for screen in self.screen_stack:
+            if isinstance(screen, AttemptGridScreen):
+                screen.repaint()  # on this timer too, never per event
         details = self.details
         if details.has_class("-open") and (
             table.cursor_id in batch.ids or table.cursor_id != self._shown_details
@@ -472,7 +484,12 @@ class DashboardApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "leave_filter":
             # Only with something to leave: else escape keeps its Textual meanings.
-            return self.filter_bar.has_focus or bool(self.filter_text) or None
+            return (
+                self.filter_bar.has_focus
+                or bool(self.filter_text)
+                or self.filter_row is not None
+                or None
+            )
         return action_state(action, self.source, self.selected())
 
     # -- actions -----------------------------------------------------------------------------
@@ -527,12 +544,14 @@ class DashboardApp(App[None]):
 
     def action_leave_filter(self) -> None:
         """`escape`, as in k9s: out of the filter bar, keeping the filter (as enter does);
-        from the table, the text filter is cleared (the status toggles stay: `0` clears all)."""
+        from the table, the text filter and the grid's row are cleared (the status toggles
+        stay: `0` clears all)."""
         bar = self.filter_bar
         if bar.has_focus:
             self._filter_done()
         else:
             self.filter_text = bar.value = ""
+            self.filter_row = None
             bar.remove_class("-open")
 
     def action_status_filter(self, status: str) -> None:
@@ -543,7 +562,7 @@ class DashboardApp(App[None]):
 
     def action_clear_filters(self) -> None:
         self.filter_text, self.filter_statuses, self.stuck_only = "", None, False
-        self.filter_server = None
+        self.filter_server = self.filter_row = None
         bar = self.filter_bar
         bar.value = ""
         bar.remove_class("-open")
@@ -604,6 +623,18 @@ class DashboardApp(App[None]):
     def action_freeze(self) -> None:
         """A live run's `p`: the screen stops changing; the run goes on."""
         self.paused = not self.paused
+
+    def action_attempt_grid(self) -> None:
+        self.push_screen(AttemptGridScreen(self.source, self.board), self._show_row)
+
+    def _show_row(self, row: GridRow | None) -> None:
+        """The grid's `enter`: the table shows that row's attempts, the cursor on the first."""
+        if row is None:
+            return
+        self.filter_row = (row.row_index, row.label)
+        first = next((rid for rid in self.table.order if rid in row.rollouts), None)
+        if first is not None:
+            self.table.move_cursor_to(first)
 
     def action_event_log(self) -> None:
         self.event_log.toggle_class("-open")

@@ -284,6 +284,15 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         show=False,
         id="export.shown",
     ),
+    # `a` for attempts: `g`, the grid's own letter, is the table's first row (as vi's).
+    Binding(
+        "a",
+        "attempt_grid",
+        "Attempts grid",
+        tooltip="Rows × attempts grid: rows passing only sometimes first",
+        show=False,
+        id="grid.open",
+    ),
     Binding("l", "event_log", "Log", tooltip="Show or hide the event log", id="log.toggle"),
     Binding(
         "question_mark,f1",

@@ -19,7 +19,7 @@ import logging
 from pydantic import ValidationError
 
 from core.errors import RolloutProtocolError
-from core.eval.results.records import ItemResult, WorkItem
+from core.eval.results.records import ItemResult, ItemStatus, WorkItem
 from core.eval.safe_text import shown_value
 from core.eval.token_counts import NOT_A_COUNT, token_count
 from core.types import RolloutResultResponse, RolloutStatus
@@ -31,24 +31,39 @@ INVALID_REWARD = "invalid_reward"
 _REWARD = ("sample", "reward")
 
 
+def judged(result: RolloutResultResponse) -> tuple[ItemStatus, float | None] | None:
+    """What a rollout's result makes of its work item: its status and the reward it keeps
+    (none for a failed or skipped one), or None when the item stays pending (cancelled).
+    `classify` journals this; the dashboard's rows × attempts grid reads a rollout by it."""
+    status = result.status
+    if status == RolloutStatus.CANCELLED:
+        return None
+    if status != RolloutStatus.SUCCESS:
+        return "failed", None
+    sample = result.sample
+    if sample is not None and sample.remove_sample:
+        return "skipped", None
+    return "success", None if sample is None else sample.reward
+
+
 def classify(
     item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: float
 ) -> ItemResult | None:
     """The item's outcome, or None when it must stay pending (cancelled)."""
-    status = result.status
-    if status == RolloutStatus.CANCELLED:
+    verdict = judged(result)
+    if verdict is None:
         return None
+    status, reward = verdict
     sample = result.sample
     tokens = _tokens(rollout_id, sample.metrics) if sample is not None else None
-    if status == RolloutStatus.SUCCESS:
-        skipped = sample is not None and sample.remove_sample
+    if status != "failed":
         return ItemResult(
             row_index=item.row_index,
             run_index=item.run_index,
             rollout_id=rollout_id,
-            status="skipped" if skipped else "success",
+            status=status,
             source_row_index=item.source_row_index,
-            reward=None if sample is None or skipped else sample.reward,
+            reward=reward,
             tokens=tokens,
             duration_ms=duration_ms,
             error_type=None,

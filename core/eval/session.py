@@ -169,6 +169,11 @@ class EvalSession:
         self.control.sent_by_hand(self.board.records[rollout_id], rerun_of=rerun_of)
         return rollout_id
 
+    def carried_results(self) -> dict[ItemKey, ItemResult]:
+        """The results from before this invocation that it keeps (a resume): on no board of
+        this session's, and done all the same (`progress` counts them)."""
+        return {key: self.results[key] for key in self._carried}
+
     def progress(self) -> Progress:
         """How far the run is, counted as its metrics.json will count it, and what is left."""
         runner = self._runner

@@ -12,7 +12,7 @@ import argparse
 import hashlib
 import os
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -27,6 +27,7 @@ from core.eval.event_silence import EventSilence
 from core.eval.results import reward_stats
 from core.eval.results.calls import ModelCall
 from core.eval.results.metrics import Progress
+from core.eval.results.records import ItemKey, ItemResult
 from core.phases import PhaseMark
 from core.rollout_record import (
     CancelRequest,
@@ -43,6 +44,7 @@ from core.types import (
 )
 from tui.app import DashboardApp, create_app
 from tui.sources.base import NewRollout, Player, RunEnding, ServerView
+from tui.sources.pass_rule import PassRule
 from tui.widgets.summary import SummaryStrip
 
 T0 = 5_000.0  # the board's start, on the frozen monotonic clock
@@ -95,6 +97,7 @@ class StaticSource:
     trials_root: Path | None = None
     ending: RunEnding | None = None
     event_silence: EventSilence | None = None
+    pass_rule: PassRule = field(default_factory=lambda: PassRule(1, 1.0))
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]
@@ -122,6 +125,9 @@ class StaticSource:
 
     def servers(self) -> list[ServerView]:
         return self.server_states
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        return {}
 
     async def run(self) -> None:
         return None

@@ -1,5 +1,6 @@
 """`osmosis-tui compare A B`: what changed from run A to run B (`core.eval.compare`), on the
-compare screen, as text (`--plain`) or as JSON (`--json`);
+compare screen (a terminal; with fewer runs given, the runs screen picks them), as text
+(`--plain`) or as JSON (`--json`);
 with `--fail-on-regression [N]`, exit status 1 when more than N work items regressed."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tui.commands.usage import UsageError
 
 if TYPE_CHECKING:
     from core.eval.compare.comparison import Comparison
+    from tui.compare_app import CompareApp
 
 
 def add_compare(commands: Any) -> None:
@@ -29,8 +31,20 @@ def add_compare(commands: Any) -> None:
         "pass-rate and mean-reward differences with a paired 95%% confidence interval. On a "
         "terminal it opens the compare screen; --plain prints it as text, --json as JSON.",
     )
-    compare.add_argument("a", metavar="A", help="the run compared from: a name or a run folder")
-    compare.add_argument("b", metavar="B", help="the run compared to: a name or a run folder")
+    compare.add_argument(
+        "a",
+        metavar="A",
+        nargs="?",
+        help="the run compared from: a name or a run folder (on a terminal, leave both runs "
+        "out to pick them from the runs under -o)",
+    )
+    compare.add_argument(
+        "b",
+        metavar="B",
+        nargs="?",
+        help="the run compared to: a name or a run folder (on a terminal, a single run given "
+        "is B, and A is picked from the runs under -o)",
+    )
     add_output_flag(compare)
     compare.add_argument(
         "--pass-threshold",
@@ -51,22 +65,29 @@ def add_compare(commands: Any) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from core.eval.gc_tuning import settled_for_a_run
-
-    # Two runs of 100,000 items are 200,000 results alive at once: the collector, tuned as for
-    # a run, stops rescanning them over and over while they are read and paired.
-    with settled_for_a_run():
-        comparison = load_comparison(args)
+    on_screen = not args.json and not args.plain and sys.stdin.isatty() and sys.stdout.isatty()
     max_regressed: int | None = args.fail_on_regression
-    if args.json:
-        from core.eval.compare.json_document import comparison_document
-
-        document = comparison_document(comparison, max_regressed=max_regressed)
-        print(json.dumps(document, ensure_ascii=False))
+    comparison: Comparison | None
+    if on_screen:
+        # The compare screen; with fewer than two runs given, the runs screen first.
+        app = _picking_app(args) if args.b is None else _compare_app(_loaded(args))
+        app.run()
+        if app.return_code:
+            return exit_codes.NOT_DONE  # the screen itself failed (Textual said why)
+        comparison = app.shown
+        if comparison is None:
+            return exit_codes.OK  # the user compared nothing: nothing regressed
     else:
-        from core.eval.compare.text_report import report_lines
+        comparison = _loaded(args)
+        if args.json:
+            from core.eval.compare.json_document import comparison_document
 
-        print("\n".join(report_lines(comparison)))
+            document = comparison_document(comparison, max_regressed=max_regressed)
+            print(json.dumps(document, ensure_ascii=False))
+        else:
+            from core.eval.compare.text_report import report_lines
+
+            print("\n".join(report_lines(comparison)))
     regressed = comparison.count("regressed")
     if max_regressed is not None and regressed > max_regressed:
         if not args.json:
@@ -79,6 +100,15 @@ def run_compare(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
+def _loaded(args: argparse.Namespace) -> Comparison:
+    from core.eval.gc_tuning import settled_for_a_run
+
+    # Two runs of 100,000 items are 200,000 results alive at once: the collector, tuned as for
+    # a run, stops rescanning them over and over while they are read and paired.
+    with settled_for_a_run():
+        return load_comparison(args)
+
+
 def load_comparison(args: argparse.Namespace) -> Comparison:
     """The comparison `args.a` and `args.b` ask for; `UsageError` naming the argument at fault."""
     from core.eval.attach.run_list import find_run_folder
@@ -86,6 +116,12 @@ def load_comparison(args: argparse.Namespace) -> Comparison:
     from core.eval.compare.comparison import compare_runs
 
     root = results_root(args)
+    if args.b is None:
+        missing = "B" if args.a is not None else "A and B"
+        raise UsageError(
+            f"{missing}: missing; give two runs to compare (on a terminal, without --json "
+            "or --plain, fewer open the runs screen to pick them)"
+        )
     try:
         runs = []
         for label, given in (("A", args.a), ("B", args.b)):
@@ -96,3 +132,31 @@ def load_comparison(args: argparse.Namespace) -> Comparison:
         return compare_runs(runs[0], runs[1])
     except CompareInputError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _compare_app(comparison: Comparison) -> CompareApp:
+    from tui.compare_app import create_compare_app
+
+    return create_compare_app(comparison)
+
+
+def _picking_app(args: argparse.Namespace) -> CompareApp:
+    """The runs screen, where the user picks A and B (a run given is B)."""
+    from core.eval.attach.run_list import find_run_folder, list_runs
+    from tui.compare_app import RunsChoice, create_compare_app
+
+    root = results_root(args)
+    given_b = None
+    if args.a is not None:
+        given_b = find_run_folder(args.a, root)
+        if given_b is None:
+            raise UsageError(f"B: {args.a}: neither a run folder nor a run under {root}")
+    runs = list_runs(root)
+    # A folder given by its path is the listed run it names, if the root holds it.
+    given_b = next(
+        (run.folder for run in runs if given_b and run.folder.resolve() == given_b.resolve()),
+        given_b,
+    )
+    return create_compare_app(
+        runs=RunsChoice(runs, root, given_b=given_b, threshold=args.pass_threshold)
+    )

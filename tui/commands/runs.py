@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tui.commands import exit_codes
@@ -68,6 +67,7 @@ def _root_flag(args: argparse.Namespace) -> str:
 
 
 def _cells(run: ListedRun) -> list[str]:
+    from core.eval.attach.run_list import local_time
     from core.eval.duration_text import duration as shown_duration
     from core.eval.safe_text import terminal_safe
 
@@ -80,22 +80,10 @@ def _cells(run: ListedRun) -> list[str]:
         status,
         f"{run.done}/{total}",
         rate,
-        _local_time(run.started_at),
+        local_time(run.started_at),
         duration,
         run.tool,
     ]
-
-
-def _local_time(text: str | None) -> str:
-    """An ISO 8601 moment in local time, to the minute (as the run's default name has it)."""
-    if text is None:
-        return "-"
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        # A moment the clock can place in UTC may still lie past year 9999 in local time.
-        return moment.astimezone().strftime("%Y-%m-%d %H:%M")
-    except (ValueError, OverflowError):
-        return "?"
 
 
 def _table(rows: list[list[str]]) -> str:

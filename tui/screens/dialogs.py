@@ -169,11 +169,18 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def __init__(
-        self, bindings: Iterable[tuple[str, str]], legend: Iterable[tuple[str, str]]
+        self,
+        bindings: Iterable[tuple[str, str]],
+        legend: Iterable[tuple[str, str]],
+        *,
+        legend_title: str = "phase track: queued ─ running ─ grading ─ end",
     ) -> None:
+        """`legend`: the glyphs the screen draws and what each means, under `legend_title`
+        (none: no legend)."""
         super().__init__()
         self.bindings_shown = list(bindings)
         self.legend = list(legend)
+        self.legend_title = legend_title
 
     def compose(self) -> ComposeResult:
         keys = Table.grid(padding=(0, 2))
@@ -191,11 +198,9 @@ class HelpScreen(ModalScreen[None]):
             frame.border_title = "osmosis-tui keys"
             frame.border_subtitle = "↑ ↓ scroll · escape, q or ? closes"
             yield Static(keys)
-            yield Label(
-                Text("phase track: queued ─ running ─ grading ─ end", "bold"),
-                classes="legend-title",
-            )
-            yield Static(legend)
+            if self.legend:
+                yield Label(Text(self.legend_title, "bold"), classes="legend-title")
+                yield Static(legend)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

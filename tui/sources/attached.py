@@ -11,18 +11,42 @@ Sending rollouts by hand (a new one, a re-run) stays with the process that runs 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from shlex import quote
+from typing import Any
 
 from core.eval.attach.client import ControlClient
 from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
-from core.eval.results.folder import TRIALS_DIR
+from core.eval.results.events import Journal
+from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, TRIALS_DIR
 from core.eval.results.metrics import Progress
+from core.eval.results.records import ItemKey, ItemResult
+from core.eval.untrusted_json import load_json_file
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
+from tui.sources.pass_rule import recorded_pass_rule
 
 #: Why sending rollouts by hand is not offered here.
 NOT_FROM_HERE = "only the dashboard of the process that runs it can do that"
+
+
+def _document(path: Path) -> Any:
+    """A JSON file of the run's folder; None when it cannot be read (the rule's defaults
+    then stand: the grid still shows what passed by the default threshold)."""
+    try:
+        return load_json_file(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _journaled(path: Path) -> dict[ItemKey, ItemResult]:
+    """The run's journal as it is now: what it finished before this viewer came (a resumed
+    run's earlier invocations too); none when it cannot be read (the run says why)."""
+    try:
+        return Journal.load(path, on_warning=lambda _warning: None)
+    except OSError:
+        return {}
 
 
 class AttachedSource:
@@ -32,6 +56,12 @@ class AttachedSource:
         self.client = client
         self.board = client.board
         self._ending: RunEnding | None = None
+        folder = client.run.folder
+        #: Read once: the run wrote both files when it started.
+        self.pass_rule = recorded_pass_rule(
+            _document(folder / METRICS_FILE), _document(folder / MANIFEST_FILE)
+        )
+        self._carried = _journaled(folder / EVENTS_FILE)
 
     @property
     def title(self) -> str:
@@ -116,6 +146,13 @@ class AttachedSource:
 
     def progress(self) -> Progress:
         return self.client.progress
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        """Read when attaching: a work item with a rollout on the board is shown by that
+        rollout, so only the results from before this invocation matter. (One run again by
+        `--retry-failed` shows its old result until its new attempt is sent; the run's own
+        dashboard knows it is pending.)"""
+        return self._carried
 
     def servers(self) -> list[ServerView]:
         servers = self.client.servers

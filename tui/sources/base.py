@@ -5,6 +5,7 @@ The dashboard reads only the board and this small interface; it never talks HTTP
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -13,6 +14,8 @@ from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results.metrics import Progress
+from core.eval.results.records import ItemKey, ItemResult
+from tui.sources.pass_rule import PassRule
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,18 @@ class DashboardSource(Protocol):
         ...
 
     def progress(self) -> Progress: ...
+
+    @property
+    def pass_rule(self) -> PassRule:
+        """The run's attempts per row and pass threshold: what the rows × attempts grid
+        counts by (the progress line counts with the same threshold)."""
+        ...
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        """The work items' results from before this invocation (a resumed run) that its board
+        has no rollout of: done all the same. Empty for a replay, whose recording plays every
+        invocation's rollouts onto its board."""
+        ...
 
     def servers(self) -> list[ServerView]: ...
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from core.eval import EvalPlan, EvalSession, EvalSummary
@@ -13,10 +13,12 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.reporter import RunReport
 from core.eval.results.metrics import Progress
+from core.eval.results.records import ItemKey, ItemResult
 from core.eval.servers.pool import shown_state
 from core.eval.session import REFUSED_AT_START
 from core.rollout_record import RequestOptions
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
+from tui.sources.pass_rule import PassRule
 
 
 class LiveSource:
@@ -125,6 +127,13 @@ class LiveSource:
 
     def progress(self) -> Progress:
         return self.session.progress()
+
+    @property
+    def pass_rule(self) -> PassRule:
+        return PassRule(self.plan.n, self.plan.pass_threshold)
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        return self.session.carried_results()
 
     @property
     def event_silence(self) -> EventSilence | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,8 @@ from core.eval.results.folder import (
     TRIALS_DIR,
 )
 from core.eval.results.manifest import work_item_count
-from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress, recorded_pass_threshold
+from core.eval.results.metrics import Progress
 from core.eval.results.official_timeline import attempt_of, read_results_timeline
-from core.eval.results.provenance import manifest_pass_threshold
 from core.eval.results.recording import (
     ReplayEvent,
     ResultSeen,
@@ -48,9 +48,10 @@ from core.eval.results.recording import (
     StatusSeen,
     read_recording,
 )
-from core.eval.results.records import ItemResult
+from core.eval.results.records import ItemKey, ItemResult
 from core.eval.untrusted_json import load_json_file
 from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.pass_rule import recorded_pass_rule
 from tui.sources.replay_state import ReplayState
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
@@ -96,8 +97,9 @@ class ReplaySource:
         self._journal = {result.rollout_id: result for result in history}
         self._manual = frozenset(e.rollout_id for e in events if isinstance(e, SentByHand))
         self._ids = {e.rollout_id for e in events if isinstance(e, StatusSeen)}
-        self.pass_threshold = self._pass_threshold()
         manifest = self._json_beside(MANIFEST_FILE)
+        #: The run's attempts per row and threshold (`recorded_pass_rule`).
+        self.pass_rule = recorded_pass_rule(self._json_beside(METRICS_FILE), manifest)
         inputs = manifest.get("inputs") if isinstance(manifest, dict) else None
         counted = work_item_count(inputs) if isinstance(inputs, dict) else None
         #: The run's work items; without a manifest, the ones the recording attempted.
@@ -150,17 +152,6 @@ class ReplaySource:
         if state not in ("finished", "incomplete") or not sessions:
             return []
         return [SessionEnded(max(event.t for event in events), sessions)]
-
-    def _pass_threshold(self) -> float:
-        """The run's threshold: its metrics.json's (the latest invocation's), else the one its
-        manifest was created with, else the default (a run of a version that recorded none)."""
-        for recorded in (
-            recorded_pass_threshold(self._json_beside(METRICS_FILE)),
-            manifest_pass_threshold(self._json_beside(MANIFEST_FILE)),
-        ):
-            if recorded is not None:
-                return recorded
-        return DEFAULT_PASS_THRESHOLD
 
     def _attempted_items(self) -> int:
         return len(
@@ -280,8 +271,11 @@ class ReplaySource:
     def progress(self) -> Progress:
         """The run's progress as of the replayed moment."""
         return self.state.progress(
-            self.clock(), total_items=self.total_items, pass_threshold=self.pass_threshold
+            self.clock(), total_items=self.total_items, pass_threshold=self.pass_rule.threshold
         )
+
+    def carried_results(self) -> Mapping[ItemKey, ItemResult]:
+        return {}  # every invocation's rollouts are played onto the board
 
     def servers(self) -> list[ServerView]:
         return []

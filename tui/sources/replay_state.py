@@ -262,8 +262,14 @@ class ReplayState:
 
 
 def _result_of(item: ItemResult, status: RolloutStatus) -> RolloutResultResponse:
-    """A terminal result rebuilt from the journal: status, reward and error type."""
-    sample = RolloutSample(reward=item.reward) if item.reward is not None else None
+    """A terminal result rebuilt from the journal: status, reward and error type, and
+    whether the workflow removed the sample (a skipped item), as the live result said."""
+    skipped = item.status == "skipped"
+    sample = (
+        RolloutSample(reward=item.reward, remove_sample=skipped)
+        if item.reward is not None or skipped
+        else None
+    )
     category = _CATEGORIES.get(item.error_type or "")
     return RolloutResultResponse.model_construct(
         rollout_id=item.rollout_id,

@@ -226,6 +226,19 @@ def _duration(
     return finite / 1000
 
 
+def local_time(text: str | None) -> str:
+    """A run's start (`started_at`) in local time, to the minute, as the run's default name
+    has it: how `runs` and the dashboard's runs screen show it."""
+    if text is None:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        # A moment the clock can place in UTC may still lie past year 9999 in local time.
+        return moment.astimezone().strftime("%Y-%m-%d %H:%M")
+    except (ValueError, OverflowError):
+        return "?"
+
+
 def live_runs(output: Path) -> list[ListedRun]:
     """The runs under `output` a dashboard can attach to now."""
     return [run for run in list_runs(output) if run.attachable]
@@ -238,4 +251,5 @@ __all__ = [
     "find_run_folder",
     "list_runs",
     "live_runs",
+    "local_time",
 ]

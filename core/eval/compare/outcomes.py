@@ -56,20 +56,29 @@ class ItemOutcome:
         return self.kind == "pass"
 
 
-PASSED = ItemOutcome("pass")
-FAILED = ItemOutcome("failure")
-SKIPPED = ItemOutcome("skipped")
+# One object per outcome that carries nothing else: a run of a million items makes no more.
+_SHARED: dict[OutcomeKind, ItemOutcome] = {
+    kind: ItemOutcome(kind) for kind in ("pass", "failure", "skipped")
+}
+
+
+def outcome_kind(status: str, reward: object, threshold: float) -> OutcomeKind:
+    """What a finished work item's status and reward came to, passes counted with its run's
+    `threshold` (the one rule: a comparison, the baseline column and the rows × attempts grid
+    all judge by it)."""
+    if status == "skipped":
+        return "skipped"
+    if is_pass(status, reward, threshold):
+        return "pass"
+    return "error" if status == "failed" else "failure"
 
 
 def outcome_of(result: ItemResult, threshold: float) -> ItemOutcome:
     """The outcome of a journaled result, passes counted with its run's `threshold`."""
-    if result.status == "skipped":
-        return SKIPPED
-    if is_pass(result.status, result.reward, threshold):
-        return PASSED
-    if result.status == "failed":
+    kind = outcome_kind(result.status, result.reward, threshold)
+    if kind == "error":
         return ItemOutcome("error", result.error_type)
-    return FAILED
+    return _SHARED[kind]
 
 
 def classify(a: ItemOutcome | None, b: ItemOutcome | None) -> ItemClass:
@@ -94,5 +103,6 @@ __all__ = [
     "ItemOutcome",
     "OutcomeKind",
     "classify",
+    "outcome_kind",
     "outcome_of",
 ]

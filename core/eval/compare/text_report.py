@@ -54,8 +54,8 @@ def report_lines(comparison: Comparison) -> list[str]:
         )
     lines += ["", sentence(comparison), ""]
     statistics = comparison.statistics
-    lines += _difference_lines("pass rate", statistics.pass_rate, percent=True)
-    lines += _difference_lines("mean reward", statistics.mean_reward, percent=False)
+    lines += difference_lines("pass rate", statistics.pass_rate, percent=True)
+    lines += difference_lines("mean reward", statistics.mean_reward, percent=False)
     if statistics.mcnemar_p is not None:
         lines.append(f"{'McNemar exact p':<16}{statistics.mcnemar_p:.4g}")
     if statistics.pass_rate is not None:
@@ -88,9 +88,11 @@ def _run_line(label: str, run: ComparedRun) -> str:
     )
 
 
-def _difference_lines(
+def difference_lines(
     title: str, difference: PairedDifference | None, *, percent: bool
 ) -> list[str]:
+    """A difference as one line: A's and B's means, B minus A, its interval and its rows
+    (also the compare screen's header)."""
     if difference is None:
         return []
 
@@ -127,7 +129,9 @@ def _items(keys: list[PairKey], comparison: Comparison) -> str:
     )
 
 
-def _side_cells(side: RowSide | None) -> tuple[str, str, str, str]:
+def side_cells(side: RowSide | None) -> tuple[str, str, str, str]:
+    """One run's side of a row as cells: passes of attempts, mean reward, tokens, mean
+    duration (also the compare screen's table)."""
     if side is None:
         return ("-", "-", "-", "-")
     return (
@@ -139,7 +143,7 @@ def _side_cells(side: RowSide | None) -> tuple[str, str, str, str]:
 
 
 def _row_line(row: RowComparison) -> str:
-    a, b = _side_cells(row.a), _side_cells(row.b)
+    a, b = side_cells(row.a), side_cells(row.b)
     cells = "  ".join(f"{x} → {y}" for x, y in zip(a, b, strict=True))
     classes = ", ".join(
         f"{name} {count}" if count > 1 else name
@@ -149,4 +153,11 @@ def _row_line(row: RowComparison) -> str:
     return f"  row {row.source_row:<6} {cells}  {classes}"
 
 
-__all__ = ["ITEMS_SHOWN", "ROWS_SHOWN", "report_lines", "sentence"]
+__all__ = [
+    "ITEMS_SHOWN",
+    "ROWS_SHOWN",
+    "difference_lines",
+    "report_lines",
+    "sentence",
+    "side_cells",
+]

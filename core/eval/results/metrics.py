@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -82,6 +82,18 @@ def k_values(n: int) -> list[int]:
         ks.append(k)
         k *= 2
     return ks
+
+
+def pass_at_k_points(rows: Sequence[tuple[int, int]], n: int) -> list[tuple[int, float]]:
+    """(k, pass@k) for each k of `k_values(n)`: the mean of `pass_at_k` over the rows,
+    given as (non-skipped attempts, passes), that have at least k attempts; a k that no row
+    reaches is left out. `metrics.json`'s `pass_at_k`, and the dashboard's attempts grid."""
+    points: list[tuple[int, float]] = []
+    for k in k_values(n):
+        values = [pass_at_k(attempts, passes, k) for attempts, passes in rows if attempts >= k]
+        if values:
+            points.append((k, statistics.fmean(values)))
+    return points
 
 
 @dataclass
@@ -157,17 +169,10 @@ def summarize(rows: Iterable[Mapping[str, Any]], *, pass_threshold: float) -> di
     n_runs = tally.max_run + 1
     if n_runs >= 2:
         summary["n_runs"] = n_runs
-        points: list[dict[str, Any]] = []
-        for k in k_values(n_runs):
-            values = [
-                pass_at_k(tally.attempts[row], tally.passes[row], k)
-                for row in sorted(tally.attempts)
-                if tally.attempts[row] >= k
-            ]
-            if values:
-                points.append({"k": k, "value": statistics.fmean(values)})
+        graded = [(tally.attempts[row], tally.passes[row]) for row in sorted(tally.attempts)]
+        points = pass_at_k_points(graded, n_runs)
         if len(points) >= 2:
-            summary["pass_at_k"] = points
+            summary["pass_at_k"] = [{"k": k, "value": value} for k, value in points]
     return summary
 
 
@@ -350,6 +355,7 @@ __all__ = [
     "k_values",
     "metrics_document",
     "pass_at_k",
+    "pass_at_k_points",
     "progress",
     "recorded_pass_threshold",
     "summarize",

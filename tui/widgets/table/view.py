@@ -28,6 +28,9 @@ class TableView:
     sort: Sort = field(default_factory=Sort)
     #: Only the rollouts sent to this server (its URL); None: every server's.
     server: str | None = None
+    #: Only one dataset row's attempts (the rows × attempts grid's `enter`): its `row_index`
+    #: and how the table names it; None: every row's.
+    row: tuple[int, str] | None = None
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
@@ -36,6 +39,9 @@ class TableView:
         )
         if self.server is not None:
             records = [record for record in records if record.server == self.server]
+        if self.row is not None:
+            row_index = self.row[0]
+            records = [record for record in records if record.row_index == row_index]
         return sort_records(records, self.sort, board, now)
 
     @property
@@ -48,6 +54,7 @@ class TableView:
             or self.stuck_only
             or bool(self.text)
             or self.server is not None
+            or self.row is not None
         )
 
     @property
@@ -67,6 +74,8 @@ class TableView:
             named.append("stuck only")
         if self.server is not None:
             named.append(f"server {self.server}")
+        if self.row is not None:
+            named.append(f"row {self.row[1]}")
         return named
 
 
