@@ -325,6 +325,8 @@ def test_text_names_the_changed_items(real_runs: RealRuns) -> None:
 
 BAD_INPUT = [
     # (arguments, what the message must name)
+    ((), "A and B: missing; give two runs to compare"),
+    (("ours_a",), "B: missing; give two runs to compare"),
     (("nope", "ours_b"), "A: nope: neither a run folder nor a run under"),
     (("ours_a", "DATA"), "B: {data}: neither a run folder nor a run under"),
     (("ours_a", "ours_b", "--fail-on-regression", "x"), "argument --fail-on-regression"),
