@@ -174,7 +174,7 @@ def main() -> None:
             "load_before": os.getloadavg(),
         },
     }
-    from bench import dashboard, dashboard_pty, eval_e2e, gateway, scale
+    from bench import compare_runs, dashboard, dashboard_pty, eval_e2e, gateway, scale
 
     with started([py, "bench/servers.py", "chat"]) as (_chat_pid, chat_port):
         chat = f"http://127.0.0.1:{chat_port}/v1"
@@ -197,6 +197,10 @@ def main() -> None:
         py, total=600 if quick else 6000, in_flight=300 if quick else 2000
     )
     report["startup"] = cli_startup()
+    print("compare: two runs of 100,000 work items ...", flush=True)
+    report["compare"] = compare_runs.measure(
+        items=10_000 if quick else compare_runs.ITEMS, repeats=1 if quick else 5
+    )
     print("dashboard: 10,000 rollouts, 500 changes/s ...", flush=True)
     report["dashboard"] = dashboard.dashboard_benchmark()
     report["machine"]["load_after"] = os.getloadavg()
@@ -335,7 +339,7 @@ def other_figures(report: dict[str, Any]) -> list[Figure]:
 
 
 def format_report(report: dict[str, Any]) -> str:
-    from bench import dashboard_pty, eval_e2e, gateway, scale
+    from bench import compare_runs, dashboard_pty, eval_e2e, gateway, scale
 
     figures = [
         *gateway.figures(report["gateway"]),
@@ -344,6 +348,8 @@ def format_report(report: dict[str, Any]) -> str:
         *protocol_figures(report),
         *scale.figures(report["scale"]),
         *other_figures(report),
+        # A results file of a run before the compare benchmark has none.
+        *compare_runs.figures(report.get("compare", [])),
     ]
     machine = report["machine"]
     head = (

@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -59,10 +59,13 @@ def official_env(python: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def make_workspace(target: Path) -> Path:
-    """A copy of `results_workspace/` at `target`, committed to a fresh git repository (as a
-    Platform workspace is one), so both tools record the same git provenance."""
+def make_workspace(target: Path, files: Mapping[str, str] | None = None) -> Path:
+    """A copy of `results_workspace/` at `target`, with `files` (path in the workspace: text)
+    written over it, committed to a fresh git repository (as a Platform workspace is one), so
+    both tools record the same git provenance."""
     shutil.copytree(WORKSPACE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    for name, text in (files or {}).items():
+        (target / name).write_text(text, encoding="utf-8")
     identity = ["-c", "user.name=conformance", "-c", "user.email=conformance@localhost"]
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], [*identity, "commit", "-qm", "ws"]):
         subprocess.run(["git", "-C", str(target), *args], check=True, capture_output=True)
@@ -120,13 +123,17 @@ uvicorn.run(create_chat_app(), host="127.0.0.1", port=int(sys.argv[1]), log_leve
 
 
 @contextmanager
-def stub_model(log: Path) -> Iterator[str]:
-    """`server_stub.llm`'s stub model on a free loopback port; yields its `/v1` base URL."""
+def stub_model(
+    log: Path, program: Sequence[str] = ("-c", _STUB_MODEL), *, args: Sequence[str] = ()
+) -> Iterator[str]:
+    """`server_stub.llm`'s stub model on a free loopback port; yields its `/v1` base URL.
+    `program` is what Python runs, given the port and then `args`: by default the stub as it
+    is (another program may put something before it, as tests/compare/planned_model.py does)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # No /health route: a GET on the chat path answers 405 once it listens.
     probe = f"{url}/v1/chat/completions"
-    argv = [sys.executable, "-c", _STUB_MODEL, str(port)]
+    argv = [sys.executable, *program, str(port), *args]
     with log.open("wb") as out:
         process = subprocess.Popen(argv, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
     try:
