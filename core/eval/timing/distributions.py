@@ -147,9 +147,10 @@ def nice_width(raw: float) -> float:
 
 
 def _index(value: float, start: float, width: float, count: int) -> int:
-    """The bin of `value` among `count` of `width` from `start`. The small nudge: 0.3 / 0.1
-    is 2.9999…, and 0.3 belongs to the bin that starts there; outside values (a float's
-    rounding at either end) go to the first or the last."""
+    """The bin of `value` among `count` of `width` from `start`. A value a billionth of a
+    bin short of an edge is on it: 0.3 / 0.1 is 2.9999…, and a latency of 6.1 − 5.5 on a
+    monotonic clock that reads 5,000 is 0.59999999999945; both belong to the bin that starts
+    there. Outside values (a float's rounding at either end) go to the first or the last."""
     return min(max(math.floor((value - start) / width + 1e-9), 0), count - 1)
 
 

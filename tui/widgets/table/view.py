@@ -17,6 +17,15 @@ from tui.widgets.table.sorting import SORT_COLUMNS, Sort, sort_records
 
 
 @dataclass(frozen=True)
+class RolloutPick:
+    """Rollouts picked in another view, shown alone until Esc: a histogram's bin (`h`)."""
+
+    #: What they are, as the status line names the filter: "running 0.40s–0.80s".
+    label: str
+    rollout_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
 class TableView:
     #: Text the shown rollouts hold (id, row, status, error or label); "" shows all.
     text: str = ""
@@ -28,6 +37,8 @@ class TableView:
     sort: Sort = field(default_factory=Sort)
     #: Only the rollouts sent to this server (its URL); None: every server's.
     server: str | None = None
+    #: Only these rollouts (a histogram's bin); None: no such pick.
+    pick: RolloutPick | None = None
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
@@ -36,6 +47,9 @@ class TableView:
         )
         if self.server is not None:
             records = [record for record in records if record.server == self.server]
+        if self.pick is not None:
+            picked = self.pick.rollout_ids
+            records = [record for record in records if record.rollout_id in picked]
         return sort_records(records, self.sort, board, now)
 
     @property
@@ -48,6 +62,7 @@ class TableView:
             or self.stuck_only
             or bool(self.text)
             or self.server is not None
+            or self.pick is not None
         )
 
     @property
@@ -67,6 +82,8 @@ class TableView:
             named.append("stuck only")
         if self.server is not None:
             named.append(f"server {self.server}")
+        if self.pick is not None:
+            named.append(f"{self.pick.label} (esc clears)")
         return named
 
 
