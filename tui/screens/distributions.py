@@ -1,9 +1,11 @@
 """`h`: the distributions of the rollouts the table shows (its filters apply): each phase's
-duration, the total, model-call latency, tokens per rollout and reward, with their p50, p95
-and p99 in a table and one of them as a histogram under it. ← → pick the metric, ↑ ↓ a bin,
-enter shows the table exactly that bin's rollouts (the app keeps it as a filter until Esc),
-escape goes back without one. The numbers are `core.eval.timing.distributions`'; the view
-redraws once a second, so a live run's move on (and a replay's as it plays).
+duration, the total, model-call latency, tokens per rollout and reward, with their least
+value, p50, p95, p99 and greatest in a table and one of them as a histogram under it.
+
+← → pick the metric, ↑ ↓ a bin, enter shows the table exactly that bin's rollouts (the
+app keeps it as a filter until Esc), escape goes back without one. The numbers are
+`core.eval.timing.distributions`'; the view redraws once a second, so a live run's move on
+(and a replay's as it plays).
 """
 
 from __future__ import annotations
@@ -110,15 +112,16 @@ class DistributionsScreen(ModalScreen[RolloutPick | None]):
     def _summary(self, shown: list[Distribution]) -> Table:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
         table.add_column("metric", no_wrap=True)
-        for name in ("n", "p50", "p95", "p99", "max"):
+        for name in ("n", "min", "p50", "p95", "p99", "max"):
             table.add_column(name, justify="right", no_wrap=True)
         for index, found in enumerate(shown):
             metric = found.metric
             values = dict(found.percentiles)
             cells = [value_text(metric, values[q]) if q in values else "-" for q in (50, 95, 99)]
+            low = "-" if found.low is None else value_text(metric, found.low)
             high = "-" if found.high is None else value_text(metric, found.high)
             style = "reverse" if index == self.metric_index else ""
-            table.add_row(metric.title, str(found.count), *cells, high, style=style)
+            table.add_row(metric.title, str(found.count), low, *cells, high, style=style)
         return table
 
     def _show_bin(self) -> None:

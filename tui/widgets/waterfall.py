@@ -47,6 +47,14 @@ SKIPPED_WORDS: dict[SkipReason, str] = {
 SOURCE_WORDS = {"server": "server (exact)", "poll": "poll (by then)", "model": "call (by then)"}
 
 
+def span(seconds: float) -> str:
+    """A span as the waterfall writes it: to the millisecond under a tenth of a second
+    (admission and a reported queue are often that short), else as every duration is."""
+    if 0 < seconds < 0.0995:
+        return f"{max(1, round(seconds * 1000))}ms"
+    return duration(seconds)
+
+
 def fits(width: int) -> bool:
     """Whether a chart of `width` columns leaves the bars room."""
     return width - LABEL_WIDTH - 1 >= MIN_BARS
@@ -122,20 +130,20 @@ def summary_line(model: Waterfall) -> Text:
     """The glance: how long in all, in each phase, waiting on the model, and idle between
     the calls."""
     going_on = any(segment.open for segment in model.segments)
-    parts = [f"{duration(model.length)}{' so far' if going_on else ''}"]
+    parts = [f"{span(model.length)}{' so far' if going_on else ''}"]
     for segment in model.segments:
         if segment.kind == "admission":
-            parts.append(f"admission {duration(segment.seconds)}")
+            parts.append(f"admission {span(segment.seconds)}")
         elif segment.kind == "phase":
-            parts.append(f"{segment.label} {duration(segment.seconds)}")
+            parts.append(f"{segment.label} {span(segment.seconds)}")
     calls = [segment for segment in model.segments if segment.kind == "call"]
     if calls:
         model_time = sum(segment.seconds for segment in calls)
         count = f"{len(calls)} call" + ("s" if len(calls) != 1 else "")
-        parts.append(f"model {duration(model_time)} in {count}")
+        parts.append(f"model {span(model_time)} in {count}")
     idle = sum(segment.seconds for segment in model.segments if segment.kind == "idle")
     if idle:
-        parts.append(f"idle {duration(idle)}")
+        parts.append(f"idle {span(idle)}")
     return Text(" · ".join(parts), "bold")
 
 
@@ -144,8 +152,8 @@ def _axis(length: float, labels: int, bars: int) -> Text:
     line = [" "] * bars
     for position, label in (
         (0, "0s"),
-        (bars // 2 - 2, duration(length / 2)),
-        (bars - 5, duration(length)),
+        (bars // 2 - 2, span(length / 2)),
+        (bars - 5, span(length)),
     ):
         for offset, char in enumerate(label):
             if 0 <= position + offset < bars:
@@ -185,7 +193,7 @@ def _row(segment: Segment, labels: int, bars: int, scale: float, detail_width: i
 
 def _describe(segment: Segment) -> tuple[str, str, str]:
     """(label, style, detail) of a row."""
-    lasted = duration(segment.seconds) + ("+" if segment.open else "")
+    lasted = span(segment.seconds) + ("+" if segment.open else "")
     kind = segment.kind
     if kind == "admission":
         return "admission", CLIENT_STYLE, f"{lasted} client wait"
@@ -210,7 +218,7 @@ def _describe(segment: Segment) -> tuple[str, str, str]:
         return (
             segment.label,
             STATUS_STYLES.get(segment.label, "red"),
-            f"at {duration(segment.start)}",
+            f"at {span(segment.start)}",
         )
     label = "trial total" if segment.label == "trial" else segment.label
     return label, DIAGNOSTICS_STYLE, f"{lasted} diagnostics"
