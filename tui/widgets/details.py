@@ -166,9 +166,10 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
             phases.add_row(Text(phase.value, "dim"), Text("not yet", "dim"), "")
     sections.append(phases)
     # The waterfall at the pane's width; the full view's tab adds the server's diagnostics.
-    sections.append(
-        Group(Text("waterfall", "bold underline"), WaterfallChart(waterfall(record, now)))
-    )
+    # Not for a rollout whose phases no file recorded: the table above says all there is.
+    if record.phases_recorded:
+        chart = WaterfallChart(waterfall(record, now))
+        sections.append(Group(Text("waterfall", "bold underline"), chart))
 
     if record.model.calls:
         sections.append(_model_calls(record.model, t0, now, record.masked))

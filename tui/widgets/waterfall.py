@@ -117,8 +117,12 @@ def waterfall_lines(model: Waterfall, width: int) -> list[Text]:
     bars = width - labels - 1 - (detail_width + 1 if detail_width else 0)
     scale = bars / model.length
     lines = [summary_line(model), _axis(model.length, labels, bars)]
+    unrecorded = [s.label for s in model.segments if s.skipped == "not_recorded"]
+    if unrecorded:  # a run folder without a recording: one line says it for every phase
+        lines.append(Text(f"{', '.join(unrecorded)}: {SKIPPED_WORDS['not_recorded']}", "dim"))
     for segment in model.segments:
-        lines.append(_row(segment, labels, bars, scale, detail_width))
+        if segment.skipped != "not_recorded":
+            lines.append(_row(segment, labels, bars, scale, detail_width))
     if model.calls_not_kept:
         lines.append(
             Text(f"  {model.calls_not_kept} earlier model calls not kept by the board", "dim")
