@@ -1,7 +1,8 @@
 """The waterfall of one rollout (issue 26) from a real run: a live eval of the demo workflow
 (one model call through the run's gateway to the stub model) against a real server_stub, its
 Waterfall tab in the full view (`d`, 5), and the same rollout's waterfall in a replay of the
-run's recording, which agrees with the live one on every phase and call."""
+run's recording, which agrees with the live one on every segment: the client's wait for
+admission too (the recording keeps when the rollout was sent, `sent_t`)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,15 @@ RECORDED_TO = 0.002
 
 
 def shape(model: Waterfall) -> list[tuple[object, ...]]:
-    """What a waterfall says besides its times (the client's wait aside: a replay has none)."""
+    """What a waterfall says besides its times."""
     return [
-        (s.lane, s.kind, s.label, s.source, s.skipped, s.status, s.tokens)
-        for s in model.segments
-        if s.kind != "admission"
+        (s.lane, s.kind, s.label, s.source, s.skipped, s.status, s.tokens) for s in model.segments
     ]
 
 
-def lasted(model: Waterfall) -> list[float]:
-    return [s.seconds for s in model.segments if s.kind != "admission"]
+def times(model: Waterfall) -> list[float]:
+    """Where each segment starts and ends on its axis."""
+    return [moment for s in model.segments for moment in (s.start, s.end)]
 
 
 async def test_a_live_rollouts_waterfall_is_its_tab_and_its_replay_draws_the_same(
@@ -61,5 +61,5 @@ async def test_a_live_rollouts_waterfall_is_its_tab_and_its_replay_draws_the_sam
     replay = played_to_the_end(live.folder / "transitions.jsonl")
     replayed = waterfall(replay.board.records[rollout_id], replay.clock())
     assert shape(replayed) == shape(live_model)
-    for recorded, seen in zip(lasted(replayed), lasted(live_model), strict=True):
+    for recorded, seen in zip(times(replayed), times(live_model), strict=True):
         assert abs(recorded - seen) <= RECORDED_TO
