@@ -1,16 +1,23 @@
 """The waterfall of one rollout (issue 26) from a real run: a live eval of the demo workflow
 (one model call through the run's gateway to the stub model) against a real server_stub, its
 Waterfall tab in the full view (`d`, 5), and the same rollout's waterfall in a replay of the
-run's recording, which agrees with the live one on every segment: the client's wait for
-admission too (the recording keeps when the rollout was sent, `sent_t`)."""
+run's recording and on a dashboard attached to the run, which agree with the live one on
+every segment: the client's wait for admission too (the recording keeps when the rollout
+was sent, `sent_t`; the control socket sends `submitted`)."""
 
 from __future__ import annotations
 
+from core.eval.attach.client import ControlClient
 from core.eval.timing.waterfall import Segment, Waterfall, waterfall
 from server_stub.demo import MultiplyWorkflow
-from tests.tui.helpers import LiveFactory, make_app, text_of, until
+from tests.polling import eventually
+from tests.tui.helpers import LiveFactory, board_view, make_app, text_of, until
 from tests.tui.recordings import played_to_the_end
+from tests.tui.test_attach import running
+from tui.app import create_app
+from tui.screens.distributions import DistributionsScreen
 from tui.screens.rollout_view import RolloutViewScreen
+from tui.sources.attached import AttachedSource
 
 #: transitions.jsonl and calls.jsonl keep times to the millisecond.
 RECORDED_TO = 0.002
@@ -63,3 +70,26 @@ async def test_a_live_rollouts_waterfall_is_its_tab_and_its_replay_draws_the_sam
     assert shape(replayed) == shape(live_model)
     for recorded, seen in zip(times(replayed), times(live_model), strict=True):
         assert abs(recorded - seen) <= RECORDED_TO
+
+
+async def test_an_attached_dashboard_draws_the_runs_waterfalls_and_distributions(
+    live_eval: LiveFactory,
+) -> None:
+    rows = [{"user_prompt": f"What is 6 * {n}?", "ground_truth": "42"} for n in (7, 8)]
+    async with live_eval(rows, workflow=MultiplyWorkflow) as live, running(live):
+        run_board = live.source.board
+        await eventually(lambda: len(run_board) == 2 and all(r.finished for r in run_board), "done")
+        app = create_app(AttachedSource(await ControlClient.connect(live.folder)))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: board_view(app.board) == board_view(run_board))
+            await until(pilot, lambda: all(r.model.calls == 1 for r in app.board))
+            for rollout_id, record in run_board.records.items():
+                seen = waterfall(app.board.records[rollout_id], app.now())
+                ran = waterfall(record, 0.0)
+                assert shape(seen) == shape(ran)
+                for attached_at, run_at in zip(times(seen), times(ran), strict=True):
+                    assert abs(attached_at - run_at) <= RECORDED_TO
+            await pilot.press("h")
+            await until(pilot, lambda: isinstance(app.screen, DistributionsScreen))
+            title = text_of(app.screen.query_one("#distributions-title"))
+            assert "of the 2 rollouts shown" in title
