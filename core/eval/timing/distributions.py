@@ -136,14 +136,18 @@ class Distribution:
         return _index(value, bins[0].low, width, len(bins))
 
 
-def nice_width(raw: float) -> float:
-    """The smallest of 1, 2 and 5 times a power of ten that is at least `raw` (> 0): bins
-    whose edges read as round numbers."""
+def nice_width(raw: float, resolution: float = 0.0) -> float:
+    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least `raw` (> 0)
+    and a whole number of `resolution`s (2.5 tokens is no width: 25 is): bins whose edges
+    read as round numbers."""
     power = 10.0 ** math.floor(math.log10(raw))
-    for step in (1.0, 2.0, 5.0, 10.0):
-        if step * power >= raw * (1 - 1e-9):
-            return step * power
-    return 10.0 * power
+    while True:
+        for step in (1.0, 2.0, 2.5, 5.0):
+            width = step * power
+            whole = resolution <= 0 or abs(width / resolution - round(width / resolution)) < 1e-6
+            if width >= raw * (1 - 1e-9) and whole:
+                return width
+        power *= 10.0
 
 
 def _index(value: float, start: float, width: float, count: int) -> int:
@@ -165,13 +169,13 @@ def histogram(samples: list[Sample], bins: int, resolution: float = 0.0) -> tupl
     if high == low:
         return (Bin(low, high, len(samples), frozenset(rid for rid, _value in samples)),)
     bins = max(1, bins)
-    width = nice_width(max((high - low) / bins, resolution))
+    width = nice_width(max((high - low) / bins, resolution), resolution)
     while True:
         start = math.floor(low / width + 1e-9) * width
         count = max(1, math.ceil((high - start) / width - 1e-9))
         if count <= bins:
             break
-        width = nice_width(width * 1.5)  # the next round width up
+        width = nice_width(width * 1.001, resolution)  # the next round width up
     members: list[list[Sample]] = [[] for _ in range(count)]
     for sample in samples:
         members[_index(sample[1], start, width, count)].append(sample)

@@ -44,10 +44,23 @@ def test_a_percentile_of_nothing_is_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "width"), [(0.18, 0.2), (0.3, 0.5), (7.0, 10.0), (1.0, 1.0), (0.011, 0.02), (0.2, 0.2)]
+    ("raw", "resolution", "width"),
+    [
+        (0.18, 0.01, 0.2),
+        (0.21, 0.01, 0.25),
+        (0.3, 0.01, 0.5),
+        (7.0, 0.01, 10.0),
+        (1.0, 0.01, 1.0),
+        (0.011, 0.01, 0.02),
+        (0.2, 0.0, 0.2),
+        (2.1, 1.0, 5.0),  # 2.5 tokens is no width
+        (21.0, 1.0, 25.0),
+    ],
 )
-def test_bin_widths_are_one_two_or_five_times_a_power_of_ten(raw: float, width: float) -> None:
-    assert nice_width(raw) == pytest.approx(width)
+def test_bin_widths_are_round_and_whole_numbers_of_the_resolution(
+    raw: float, resolution: float, width: float
+) -> None:
+    assert nice_width(raw, resolution) == pytest.approx(width)
 
 
 def test_each_bin_holds_exactly_its_values_and_their_rollouts() -> None:
