@@ -21,14 +21,12 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from core.eval.timing.distributions import METRICS, Distribution, distribution
+from core.eval.timing.distributions import METRICS, Distribution, distribution_of, samples_of
 from core.rollout_record import RolloutRecord
 from tui.widgets.histogram import Histogram, bin_label, value_text
 from tui.widgets.table.view import RolloutPick
 
 REFRESH_SEC = 1.0
-#: The table's percentiles come from the values themselves, not the bins: one bin is enough.
-_ONE_BIN = 1
 
 
 class DistributionsScreen(ModalScreen[RolloutPick | None]):
@@ -85,7 +83,8 @@ class DistributionsScreen(ModalScreen[RolloutPick | None]):
         self._table = Static(id="distributions-table")
         self._bin = Static(id="distributions-bin")
         self.histogram = Histogram(id="distributions-histogram")
-        self._records: list[RolloutRecord] = []
+        #: The rollouts drawn at the latest redraw.
+        self.records: list[RolloutRecord] = []
 
     def compose(self) -> ComposeResult:
         yield self._title
@@ -100,14 +99,19 @@ class DistributionsScreen(ModalScreen[RolloutPick | None]):
         self.set_interval(REFRESH_SEC, self.refresh_view)
 
     def refresh_view(self) -> None:
-        records = self._records = self.shown()
+        records = self.records = self.shown()
         title = Text.assemble(("distributions ", "bold"), f"of the {len(records)} rollouts shown")
         if self.filters:
             title.append(f"  (filter: {self.filters})", "dim")
         title.no_wrap, title.overflow = True, "ellipsis"
         self._title.update(title)
-        self._table.update(self._summary([distribution(m, records, _ONE_BIN) for m in METRICS]))
-        self.histogram.show(METRICS[self.metric_index], records)
+        # Each metric's values once per redraw: the table's numbers come from them (no bins:
+        # percentiles are the values'), and the histogram bins the chosen one's.
+        samples = [samples_of(metric, records) for metric in METRICS]
+        pairs = zip(METRICS, samples, strict=True)
+        summaries = [distribution_of(metric, found, 0) for metric, found in pairs]
+        self._table.update(self._summary(summaries))
+        self.histogram.show(METRICS[self.metric_index], samples[self.metric_index])
 
     def _summary(self, shown: list[Distribution]) -> Table:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)

@@ -18,8 +18,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from core.eval.duration_text import duration
-from core.eval.timing.distributions import Bin, Distribution, Metric, distribution
-from core.rollout_record import RolloutRecord
+from core.eval.timing.distributions import Bin, Distribution, Metric, Sample, distribution_of
 from tui.widgets.blocks import bar
 from tui.widgets.format import compact_count
 
@@ -85,7 +84,7 @@ class Histogram(Widget, can_focus=True):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.metric: Metric | None = None
-        self.records: list[RolloutRecord] = []
+        self.samples: list[Sample] = []
         self.shown: Distribution | None = None
         self.cursor = 0
         self._lines: list[Strip] | None = None
@@ -97,15 +96,15 @@ class Histogram(Widget, can_focus=True):
         """As many bins as there are lines (and at most `MAX_BINS`)."""
         return max(1, min(MAX_BINS, self.size.height))
 
-    def show(self, metric: Metric, records: list[RolloutRecord]) -> None:
-        """Draw `metric` over `records`; the cursor stays on its line where it still can."""
-        self.metric, self.records = metric, records
+    def show(self, metric: Metric, samples: list[Sample]) -> None:
+        """Draw `metric`'s `samples`; the cursor stays on its line where it still can."""
+        self.metric, self.samples = metric, samples
         self._compute()
 
     def _compute(self) -> None:
         if self.metric is None:
             return
-        self.shown = distribution(self.metric, self.records, self.bins)
+        self.shown = distribution_of(self.metric, self.samples, self.bins)
         self.cursor = min(self.cursor, max(len(self.shown.bins) - 1, 0))
         self._lines = None
         self.refresh()

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from itertools import pairwise
 
 from core.phases import PHASES
 from core.rollout_record import RolloutRecord
+from core.types import PHASE_ORDER, RolloutStatus
 
 #: (rollout id, value): one value and the rollout it belongs to.
 Sample = tuple[str, float]
@@ -37,19 +37,33 @@ class Metric:
     resolution: float = 0.01
 
 
-def _phase_durations(record: RolloutRecord) -> dict[str, float]:
-    timeline = record.timeline()
-    return {
-        a.status.value: b.at - a.at
-        for a, b in pairwise(timeline)
-        if a.status in PHASES and b.at >= a.at
-    }
+#: The place in the lifecycle of a status after every phase (failure, cancelled), as the
+#: record's timeline sorts it.
+_LAST = len(PHASE_ORDER)
 
 
-def _phase(name: str) -> Callable[[RolloutRecord], Iterable[float]]:
+def _phase(phase: RolloutStatus) -> Callable[[RolloutRecord], Iterable[float]]:
+    """A phase's duration: from its mark to the next mark of the record's timeline (the
+    phase or terminal status after it that is known). Found without sorting the timeline:
+    a distribution reads every record of a 10,000-rollout run once a second."""
+    rank = PHASE_ORDER[phase]
+
     def values(record: RolloutRecord) -> Iterable[float]:
-        lasted = _phase_durations(record).get(name)
-        return () if lasted is None else (lasted,)
+        marks = record.marks
+        mark = marks.get(phase)
+        if mark is None:
+            return ()
+        following = min(
+            (
+                (PHASE_ORDER.get(status, _LAST), later.at)
+                for status, later in marks.items()
+                if PHASE_ORDER.get(status, _LAST) > rank
+            ),
+            default=None,
+        )
+        if following is None or following[1] < mark.at:
+            return ()
+        return (following[1] - mark.at,)
 
     return values
 
@@ -81,7 +95,7 @@ def _reward(record: RolloutRecord) -> Iterable[float]:
 
 
 METRICS: tuple[Metric, ...] = (
-    *(Metric(phase.value, f"{phase.value} phase", "s", _phase(phase.value)) for phase in PHASES),
+    *(Metric(phase.value, f"{phase.value} phase", "s", _phase(phase)) for phase in PHASES),
     Metric("total", "total duration", "s", _total),
     Metric("latency", "model-call latency", "s", _latencies),
     Metric("tokens", "tokens per rollout", "tokens", _tokens, resolution=1.0),
@@ -190,23 +204,28 @@ def histogram(samples: list[Sample], bins: int, resolution: float = 0.0) -> tupl
     )
 
 
+def samples_of(metric: Metric, records: Iterable[RolloutRecord]) -> list[Sample]:
+    """Every value of `metric` among `records`, each with its rollout."""
+    return [(r.rollout_id, value) for r in records for value in metric.values(r)]
+
+
 def distribution(metric: Metric, records: Iterable[RolloutRecord], bins: int) -> Distribution:
     """`metric` over `records` in at most `bins` bins."""
-    samples = [(r.rollout_id, value) for r in records for value in metric.values(r)]
+    return distribution_of(metric, samples_of(metric, records), bins)
+
+
+def distribution_of(metric: Metric, samples: list[Sample], bins: int) -> Distribution:
+    """`metric`'s `samples` (`samples_of`) in at most `bins` bins; with 0, only the count,
+    the range and the percentiles."""
     ordered = sorted(value for _rid, value in samples)
     return Distribution(
         metric=metric,
         count=len(samples),
-        bins=histogram(samples, bins, metric.resolution),
+        bins=histogram(samples, bins, metric.resolution) if bins else (),
         percentiles=tuple((q, percentile(ordered, q)) for q in PERCENTILES) if ordered else (),
         low=ordered[0] if ordered else None,
         high=ordered[-1] if ordered else None,
     )
-
-
-def distributions(records: list[RolloutRecord], bins: int) -> tuple[Distribution, ...]:
-    """Every metric of `METRICS` over `records`."""
-    return tuple(distribution(metric, records, bins) for metric in METRICS)
 
 
 __all__ = [
@@ -218,8 +237,9 @@ __all__ = [
     "Metric",
     "Sample",
     "distribution",
-    "distributions",
+    "distribution_of",
     "histogram",
     "nice_width",
     "percentile",
+    "samples_of",
 ]
