@@ -131,8 +131,8 @@ def waterfall_lines(model: Waterfall, width: int) -> list[Text]:
 
 
 def summary_line(model: Waterfall) -> Text:
-    """The glance: how long in all, in each phase, waiting on the model, and idle between
-    the calls."""
+    """The glance: how long in all, in each phase, waiting on the model, idle between the
+    calls, and whose diagnostics the sub-phases are."""
     going_on = any(segment.open for segment in model.segments)
     parts = [f"{span(model.length)}{' so far' if going_on else ''}"]
     for segment in model.segments:
@@ -148,6 +148,8 @@ def summary_line(model: Waterfall) -> Text:
     idle = sum(segment.seconds for segment in model.segments if segment.kind == "idle")
     if idle:
         parts.append(f"idle {span(idle)}")
+    if any(segment.kind == "sub_phase" for segment in model.segments):
+        parts.append(f"sub-phases: {model.diagnostics_backend or 'the server'}'s diagnostics")
     return Text(" · ".join(parts), "bold")
 
 

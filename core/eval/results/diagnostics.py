@@ -42,8 +42,6 @@ class TrialDiagnostics:
     #: (name, seconds), in running order (Harbor's known order first).
     phases: tuple[tuple[str, float], ...]
     total: float | None
-    #: The phase a failure belongs to, as the backend said (Harbor's `phase`).
-    failed_phase: str | None = None
 
 
 def diagnostics_path(trials_root: Path, rollout_id: str) -> Path:
@@ -79,12 +77,11 @@ def diagnostics_of(document: Mapping[str, object]) -> TrialDiagnostics | None:
     phases = (*known, *found.items())
     if not phases and total is None:
         return None
-    backend, failed = text_of(document.get("backend")), text_of(document.get("phase"))
+    backend = text_of(document.get("backend"))
     return TrialDiagnostics(
         backend=None if backend is None else replace_unsafe(backend)[:MAX_NAME_CHARS],
         phases=phases,
         total=total,
-        failed_phase=None if failed is None else replace_unsafe(failed)[:MAX_NAME_CHARS],
     )
 
 

@@ -90,9 +90,6 @@ class Waterfall:
     #: The backend that left the diagnostics, when there were any.
     diagnostics_backend: str | None = None
 
-    def lane(self, lane: Lane) -> tuple[Segment, ...]:
-        return tuple(segment for segment in self.segments if segment.lane == lane)
-
 
 def waterfall(
     record: RolloutRecord, now: float, diagnostics: TrialDiagnostics | None = None

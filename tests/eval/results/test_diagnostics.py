@@ -53,7 +53,6 @@ def test_harbor_timings_are_read_in_the_order_its_phases_run(tmp_path: Path) -> 
             ("verifier", 2.75),
         ),
         total=60.0,
-        failed_phase="verifier",
     )
 
 

@@ -30,6 +30,10 @@ def rows(model: Waterfall) -> list[tuple[object, ...]]:
     ]
 
 
+def diagnostics(model: Waterfall) -> list[Segment]:
+    return [segment for segment in model.segments if segment.lane == "diagnostics"]
+
+
 def reported_rollout() -> RolloutBoard:
     """Sent at 9.5, admitted at 10.0; the server reported every status; three model calls,
     the last failing, an idle gap of 0.4 s between the first two and none worth a row
@@ -102,7 +106,7 @@ def test_diagnostics_join_with_the_verifier_starting_at_the_grading_mark() -> No
     model = waterfall(board.records["r"], now=100.0, diagnostics=HARBOR)
     assert model.diagnostics_backend == "harbor"
     # Grading began at 4.5 on the axis: the verifier then, the rest end to end before it.
-    assert [(s.label, round(s.start, 6), round(s.end, 6)) for s in model.lane("diagnostics")] == [
+    assert [(s.label, round(s.start, 6), round(s.end, 6)) for s in diagnostics(model)] == [
         ("trial", 1.75, 5.75),
         ("environment_setup", 1.75, 2.25),
         ("agent_setup", 2.25, 2.5),
@@ -117,7 +121,7 @@ def test_diagnostics_without_a_grading_mark_end_at_the_terminal_mark() -> None:
     polled(board, "n", [(Q, 0.0), (R, 1.0), (S, 6.0)], grade=False)
     timings = TrialDiagnostics(backend=None, phases=(("setup", 1.0), ("work", 3.0)), total=None)
     model = waterfall(board.records["n"], now=9.0, diagnostics=timings)
-    assert [(s.label, s.start, s.end) for s in model.lane("diagnostics")] == [
+    assert [(s.label, s.start, s.end) for s in diagnostics(model)] == [
         ("setup", 2.0, 3.0),
         ("work", 3.0, 6.0),
     ]
