@@ -59,6 +59,7 @@ from tui.flows.submit import SubmitFlow
 from tui.flows.timeline import TimelineFlow
 from tui.screens.attempt_grid import AttemptGridScreen
 from tui.screens.dialogs import HelpScreen
+from tui.screens.distributions import DistributionsScreen
 from tui.screens.rollout_view import RolloutViewScreen
 from tui.screens.transcript import TranscriptScreen
 from tui.settings import Settings, load_settings, save_settings, settings_path
@@ -77,7 +78,7 @@ from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
 from tui.widgets.table.columns import BASE
 from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort, next_sort, pick
-from tui.widgets.table.view import InFlightAt, TableView, next_server, toggle_status
+from tui.widgets.table.view import InFlightAt, RolloutPick, TableView, next_server, toggle_status
 from tui.widgets.timeline.pane import TimelinePane
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ class DashboardApp(App[None]):
     filter_row: var[tuple[int, str] | None] = var(None, init=False)
     #: Only the rollouts in flight at the timeline's cursor (`w`); None: at any time.
     in_flight_at: var[InFlightAt | None] = var(None, init=False)
+    #: Only the rollouts of a histogram's bin (`h`, enter); None: no such pick. Esc clears it.
+    filter_pick: var[RolloutPick | None] = var(None, init=False)
 
     @property
     def table_view(self) -> TableView:
@@ -138,6 +141,7 @@ class DashboardApp(App[None]):
             self.filter_row,
             self.source.baseline,
             in_flight_at=self.in_flight_at,
+            pick=self.filter_pick,
         )
 
     def _show_view(self) -> None:
@@ -145,7 +149,7 @@ class DashboardApp(App[None]):
         self.update_summary()
 
     watch_filter_text = watch_filter_statuses = watch_stuck_only = watch_sort = _show_view
-    watch_filter_server = watch_filter_row = watch_in_flight_at = _show_view
+    watch_filter_server = watch_filter_row = watch_in_flight_at = watch_filter_pick = _show_view
 
     #: Follow mode: the cursor goes to each new rollout shown (as `tail -f`).
     follow: var[bool] = var(False, init=False)
@@ -520,6 +524,7 @@ class DashboardApp(App[None]):
                 self.filter_bar.has_focus
                 or bool(self.filter_text)
                 or self.filter_row is not None
+                or self.filter_pick is not None
                 or None
             )
         if action == "sort_by" and parameters == (BASE,):  # its column shows with a baseline
@@ -578,11 +583,13 @@ class DashboardApp(App[None]):
 
     def action_leave_filter(self) -> None:
         """`escape`, as in k9s: out of the filter bar, keeping the filter (as enter does);
-        from the table, the text filter and the grid's row are cleared (the status toggles
-        stay: `0` clears all)."""
+        from the table, a histogram's bin is let go first, then the text filter and the grid's
+        row are cleared (the status toggles stay: `0` clears all)."""
         bar = self.filter_bar
         if bar.has_focus:
             self._filter_done()
+        elif self.filter_pick is not None:
+            self.filter_pick = None
         else:
             self.filter_text = bar.value = ""
             self.filter_row = None
@@ -596,7 +603,7 @@ class DashboardApp(App[None]):
 
     def action_clear_filters(self) -> None:
         self.filter_text, self.filter_statuses, self.stuck_only = "", None, False
-        self.filter_server = self.filter_row = None
+        self.filter_server = self.filter_row = self.filter_pick = None
         bar = self.filter_bar
         bar.value = ""
         bar.remove_class("-open")
@@ -615,6 +622,23 @@ class DashboardApp(App[None]):
         servers = [server.url for server in self.source.servers()]
         servers += [record.server for record in self.board if record.server]
         self.filter_server = next_server(self.filter_server, servers)
+
+    def action_distributions(self) -> None:
+        """`h`: histograms of the rows shown; a bin picked there filters the table to it."""
+        self.push_screen(
+            DistributionsScreen(self._shown_records, filters=", ".join(self.table_view.filters())),
+            self._picked,
+        )
+
+    def _shown_records(self) -> list[RolloutRecord]:
+        """The rollouts the table shows, in its order (of the board shown now: a replay that
+        went back has another)."""
+        records = self.board.records
+        return [records[rid] for rid in self.table.order if rid in records]
+
+    def _picked(self, pick: RolloutPick | None) -> None:
+        if pick is not None:
+            self.filter_pick = pick
 
     def action_follow(self) -> None:
         self.follow = not self.follow

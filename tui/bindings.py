@@ -193,6 +193,15 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         id="filter.server",
     ),
     Binding(
+        "h",
+        "distributions",
+        "Distributions",
+        tooltip="Histograms of phase times, latency, tokens and reward of the rows shown; "
+        "a bin filters the table",
+        show=False,
+        id="distributions.open",
+    ),
+    Binding(
         "f",
         "follow",
         "Follow",

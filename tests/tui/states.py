@@ -512,6 +512,13 @@ def server_truth_source() -> StaticSource:
     return StaticSource(board, total=4)
 
 
+def waterfall_shot_source() -> StaticSource:
+    """The waterfall's states (`timing_states.py`, which builds on this module)."""
+    from tests.tui.timing_states import waterfall_source
+
+    return waterfall_source()
+
+
 THROUGHPUT = [3, 5, 4, 6, 5, 2, 1, 3, 4, 2, 1, 1, 2, 1, 1, 0, 1, 0, 2]
 
 
@@ -616,6 +623,12 @@ SHOTS = (
         "rollout-view-transcript", press=("d", "3"), cursor_row=0, size=(100, 30), screenshot=False
     ),
     Shot("rollout-view-json", press=("d", "4"), cursor_row=8, size=(80, 24), screenshot=False),
+    # Where the time went (issue 26): a rollout that waited 39 s on the model; the latency
+    # histogram of the running board with a bin under the cursor.
+    Shot(
+        "waterfall", press=("d", "5"), cursor_row=30, size=(100, 30), source=waterfall_shot_source
+    ),
+    Shot("distributions", press=("h", "right", "right", "right", "right", "down"), size=(100, 30)),
 )
 
 

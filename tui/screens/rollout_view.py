@@ -1,5 +1,6 @@
 """`d`: one rollout over the whole screen, in tabs: its details, every model call, its
-transcript, and its result as raw JSON; `escape` goes back (DESIGN.md §2, the full view).
+transcript, its result as raw JSON, and its waterfall (where its time went); `escape` goes
+back (DESIGN.md §2, the full view).
 
 The details are the details pane's (widgets/details.py) and the transcript the transcript
 screen's panel (widgets/transcript_panel.py), so both say the same things; the view redraws
@@ -20,7 +21,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from core.board import RolloutBoard
+from core.eval.results.diagnostics import TrialDiagnostics, diagnostics_path, read_diagnostics
 from core.eval.safe_text import replace_unsafe
+from core.eval.timing.waterfall import waterfall
 from core.rollout_record import RolloutRecord
 from core.types import RolloutResultResponse
 from tui.sources.base import DashboardSource
@@ -28,6 +31,7 @@ from tui.widgets.details import describe
 from tui.widgets.format import plain, status_text
 from tui.widgets.model_calls import model_call_list
 from tui.widgets.transcript_panel import TranscriptPanel
+from tui.widgets.waterfall import WaterfallChart
 
 REFRESH_SEC = 1.0
 TRANSCRIPT_TAB = "view-transcript"
@@ -37,6 +41,7 @@ TABS = (
     ("view-calls", "Model calls"),
     (TRANSCRIPT_TAB, "Transcript"),
     ("view-result", "Result JSON"),
+    ("view-waterfall", "Waterfall"),
 )
 NO_RESULT = "no result yet: the server has not answered with this rollout's result"
 
@@ -115,6 +120,8 @@ class RolloutViewScreen(ModalScreen[None]):
         self.now = now
         self.wall_clock = wall_clock
         self._json_of: tuple[RolloutResultResponse | None] | None = None
+        #: The diagnostics the server left for the finished rollout, read once it finished.
+        self._diagnostics: tuple[TrialDiagnostics | None] | None = None
         # Kept, not queried: the timer may still fire while the screen goes away.
         self._title_bar = Static(id="rollout-view-title")
         self._bodies = {
@@ -145,10 +152,23 @@ class RolloutViewScreen(ModalScreen[None]):
         self._title_bar.update(self._title())
         bodies["view-details"].update(describe(record, self.board, now))
         bodies["view-calls"].update(model_call_list(record.model, self.board.started_at, now))
+        bodies["view-waterfall"].update(
+            WaterfallChart(waterfall(record, now, self._trial_diagnostics()))
+        )
         result = record.latest_result
         if self._json_of is None or self._json_of[0] is not result:
             self._json_of = (result,)
             bodies["view-result"].update(result_json(result, record.redact))
+
+    def _trial_diagnostics(self) -> TrialDiagnostics | None:
+        """What the server left in `diagnostics.json` for this rollout: read once it has
+        finished (the server writes the file before it publishes the result)."""
+        if self._diagnostics is None:
+            root = self.source.trials_root
+            if root is None or not self.record.finished:
+                return None
+            self._diagnostics = (read_diagnostics(diagnostics_path(root, self.record.rollout_id)),)
+        return self._diagnostics[0]
 
     def _title(self) -> RenderableType:
         record = self.record

@@ -195,6 +195,10 @@ class ReplayState:
         # No model call of it was recorded: its tokens are its result's.
         if not event.recorded and terminal and item is not None and item.tokens:
             self.board.result_tokens(rollout_id, item.tokens)
+        if first and event.sent is not None:
+            # Sent before it was admitted: the client's wait, as the live board had it.
+            record = self.board.records[rollout_id]
+            record.submitted_at = min(record.submitted_at, self.board.started_at + event.sent)
         if manual:
             # Flagged from its first line (its `manual` line comes after its first statuses).
             self.board.records[rollout_id].manual = True

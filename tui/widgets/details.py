@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from core.board import RolloutBoard
 from core.eval.duration_text import duration
+from core.eval.timing.waterfall import waterfall
 from core.model_activity import ModelActivity, ModelCallReport
 from core.phases import PHASES, PhaseMark
 from core.rollout_record import RolloutRecord
@@ -29,6 +30,7 @@ from tui.widgets.format import (
     status_text,
 )
 from tui.widgets.phase_track import SKIP_EXPLANATIONS, phase_track
+from tui.widgets.waterfall import WaterfallChart
 
 MAX_MESSAGE_CHARS = 400
 # The model calls listed (the latest); the counts above the list cover every call.
@@ -163,6 +165,11 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
         else:
             phases.add_row(Text(phase.value, "dim"), Text("not yet", "dim"), "")
     sections.append(phases)
+    # The waterfall at the pane's width; the full view's tab adds the server's diagnostics.
+    # Not for a rollout whose phases no file recorded: the table above says all there is.
+    if record.phases_recorded:
+        chart = WaterfallChart(waterfall(record, now))
+        sections.append(Group(Text("waterfall", "bold underline"), chart))
 
     if record.model.calls:
         sections.append(_model_calls(record.model, t0, now, record.masked))

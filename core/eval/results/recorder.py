@@ -40,7 +40,8 @@ class TransitionRecorder:
         if log is None:
             return
         # The admission's status is always the first line of a rollout (the board accounts
-        # for it before anything else): a replay tells unrequested grading from missed.
+        # for it before anything else): a replay tells unrequested grading from missed, and
+        # the client's wait for admission from when it was sent.
         first = mark.source == "poll" and mark.at == record.transitions[0].at
         log.record(
             record.rollout_id,
@@ -54,6 +55,7 @@ class TransitionRecorder:
             server_time=mark.server_time,
             event_sequence=mark.event_sequence,
             server_id=mark.server_id,
+            sent_t=log.elapsed(record.submitted_at) if first else None,
         )
 
     def cancel(self, record: RolloutRecord, cancel: CancelRequest) -> None:

@@ -19,7 +19,7 @@ from core.eval.results.calls import ModelCall, read_calls
 from core.eval.results.folder import CALLS_FILE
 from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
-from core.eval.untrusted_json import epoch_seconds, int_of, is_number, text_of
+from core.eval.untrusted_json import epoch_seconds, int_of, is_finite, is_number, text_of
 from core.phases import PhaseMark
 from core.types import RolloutStatus
 
@@ -38,6 +38,9 @@ class StatusSeen:
     grade: bool | None = None
     server: PhaseMark | None = None
     """The server's report (its ownership event); its `at` is set when it is played."""
+    sent: float | None = None
+    """On a rollout's first line: when its admission was asked for (`sent_t`), on the same
+    time line; None in older recordings."""
     recorded: bool = True
     """False for a dispatch or a result read from a run folder's journal and log: nobody
     watched the rollout's phases, and its model calls are not recorded either."""
@@ -286,7 +289,7 @@ class _TransitionsReader:
         if status is None:
             self.warnings.append(f"{self.path}: skipped a status line without a known status")
             return None
-        grade = record.get("grade")
+        grade, sent = record.get("grade"), record.get("sent_t")
         return StatusSeen(
             t=self._at(record["t"]),
             rollout_id=rollout_id,
@@ -296,6 +299,7 @@ class _TransitionsReader:
             source_row_index=int_of(record.get("source_row_index")),
             grade=grade if isinstance(grade, bool) else None,
             server=_server_mark(record, status) if record.get("source") == "server" else None,
+            sent=self._at(sent) if is_finite(sent) else None,
         )
 
     def _cancel(self, record: dict[str, Any], rollout_id: str) -> ReplayEvent:

@@ -9,15 +9,16 @@ would be null are left out:
   process that opens the log. A resumed run appends a new session, and `t` restarts at 0
   there, so a reader groups lines by session.
 - `{"kind": "status", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?, "status",
-  "t", "source", "grade"?, "server_time"?, "event_sequence"?, "server_id"?}`: a status change
-  (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or whatever
-  the server reported) as one source saw it. `source` `poll`: a poll of the result endpoint
-  saw it at `t`. `source` `server`: the server's ownership event (PROTOCOL.md §8.1) reported it;
-  `server_time` is the server's clock (ISO-8601 UTC), `t` the same instant on ours (never
-  later than the event's arrival), `event_sequence` and `server_id` as published. A status
-  both sources saw has a line from each. `grade` (whether grading was asked for) is on a
-  rollout's first line. A line without `kind` is read as this one, one without `source` as
-  a poll's (logs of older versions).
+  "t", "source", "grade"?, "server_time"?, "event_sequence"?, "server_id"?, "sent_t"?}`: a status
+  change (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or
+  whatever the server reported) as one source saw it. `source` `poll`: a poll of the result
+  endpoint saw it at `t`. `source` `server`: the server's ownership event (PROTOCOL.md §8.1)
+  reported it; `server_time` is the server's clock (ISO-8601 UTC), `t` the same instant on ours
+  (never later than the event's arrival), `event_sequence` and `server_id` as published. A status
+  both sources saw has a line from each. `grade` (whether grading was asked for) is on a rollout's
+  first line, and so is `sent_t`, when its `POST /rollout` was sent (the client's wait for
+  admission, 429 retries included, is `t − sent_t`; older logs lack it). A line without `kind` is
+  read as this one, one without `source` as a poll's (logs of older versions).
 - `{"kind": "cancel_request", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?, "t",
   "disposition"?, "error"?, "reply_t"?}`: a cancel was requested at `t`. Written when it is
   asked for, then once more when the server answered: the same line with `disposition`
@@ -149,13 +150,16 @@ class TransitionLog(AppendFile):
         server_time: float | None = None,
         event_sequence: int | None = None,
         server_id: str | None = None,
+        sent_t: float | None = None,
     ) -> None:
         """A status change of one rollout as `source` saw it, at `t` seconds since the
         session start; `server_time` (seconds since the epoch), `event_sequence` and
         `server_id` for a server's report.
 
         `grade` (whether grading was asked for) goes on a rollout's first record, so that a
-        replay can tell a grading phase that was not requested from one that was missed.
+        replay can tell a grading phase that was not requested from one that was missed;
+        `sent_t` too (when its admission was asked for), so that it can tell the client's
+        wait for admission.
         """
         self._write(
             {
@@ -175,6 +179,7 @@ class TransitionLog(AppendFile):
                 ),
                 "event_sequence": event_sequence,
                 "server_id": server_id,
+                "sent_t": None if sent_t is None else round(sent_t, 3),
             }
         )
 

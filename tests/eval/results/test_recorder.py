@@ -7,7 +7,12 @@ from pathlib import Path
 
 from core.board import RolloutBoard
 from core.eval.results.recorder import TransitionRecorder
+from core.eval.results.recording import StatusSeen, read_recording
 from core.eval.results.transitions import TransitionLog, read_transitions
+from core.handle import Transition
+from core.phases import PhaseMark
+from core.rollout_record import RecordedRollout, RolloutRecord
+from core.types import RolloutStatus
 
 
 def test_the_board_s_hooks_write_the_record_s_fields_once_the_folder_is_open(
@@ -45,3 +50,38 @@ def test_the_board_s_hooks_write_the_record_s_fields_once_the_folder_is_open(
         {"kind": "dispatch", "max_in_flight": 4, "t": 1.5},
         {"kind": "control", "action": "max_in_flight", "value": 2, "t": 1.5},
     ]  # fmt: skip
+
+
+def test_a_rollouts_first_status_line_keeps_when_it_was_sent_and_a_replay_reads_it(
+    tmp_path: Path,
+) -> None:
+    recorder = TransitionRecorder()
+    path = tmp_path / "transitions.jsonl"
+    log = TransitionLog(path, clock=lambda: 100.0)
+    recorder.record_to(log)
+    # Sent at +0.25 s, admitted (its first status) at +0.75 s after two 429s, then running.
+    admitted = Transition(RolloutStatus.QUEUED, 100.75)
+    record = RolloutRecord(
+        rollout_id="r",
+        row_index=0,
+        run_index=0,
+        options=None,
+        server="",
+        submitted_at=100.25,
+        observed=RecordedRollout(transitions=[admitted]),
+    )
+    recorder.status(record, PhaseMark(RolloutStatus.QUEUED, 100.75, "poll"))
+    recorder.status(record, PhaseMark(RolloutStatus.RUNNING, 101.0, "poll"))
+    log.close()
+    lines = [line for line in read_transitions(path) if line["kind"] == "status"]
+    assert [(line["status"], line["t"], line.get("sent_t")) for line in lines] == [
+        ("queued", 0.75, 0.25),
+        ("running", 1.0, None),
+    ]
+    warnings: list[str] = []
+    seen = [e for e in read_recording(path, warnings) if isinstance(e, StatusSeen)]
+    assert [(e.status, e.t, e.sent) for e in seen] == [
+        (RolloutStatus.QUEUED, 0.75, 0.25),
+        (RolloutStatus.RUNNING, 1.0, None),
+    ]
+    assert warnings == []

@@ -28,6 +28,15 @@ class InFlightAt:
 
 
 @dataclass(frozen=True)
+class RolloutPick:
+    """Rollouts picked in another view, shown alone until Esc: a histogram's bin (`h`)."""
+
+    #: What they are, as the status line names the filter: "running 0.40s–0.80s".
+    label: str
+    rollout_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
 class TableView:
     #: Text the shown rollouts hold (id, row, status, error or label); "" shows all.
     text: str = ""
@@ -46,6 +55,8 @@ class TableView:
     baseline: Baseline | None = field(default=None, compare=False)
     #: Only the rollouts in flight at the timeline's cursor; None: at any time.
     in_flight_at: InFlightAt | None = None
+    #: Only these rollouts (a histogram's bin); None: no such pick.
+    pick: RolloutPick | None = None
 
     def select(self, board: RolloutBoard, now: float) -> list[RolloutRecord]:
         """The board's rollouts that pass the filters, in this view's order."""
@@ -59,6 +70,9 @@ class TableView:
             records = [record for record in records if record.row_index == row_index]
         if self.in_flight_at is not None:
             records = [r for r in records if r.rollout_id in self.in_flight_at.rollout_ids]
+        if self.pick is not None:
+            picked = self.pick.rollout_ids
+            records = [record for record in records if record.rollout_id in picked]
         return sort_records(records, self.sort, board, now, self.baseline)
 
     @property
@@ -73,6 +87,7 @@ class TableView:
             or self.server is not None
             or self.row is not None
             or self.in_flight_at is not None
+            or self.pick is not None
         )
 
     @property
@@ -96,6 +111,8 @@ class TableView:
             named.append(f"row {self.row[1]}")
         if self.in_flight_at is not None:
             named.append(f"in flight at {duration(self.in_flight_at.t)}")
+        if self.pick is not None:
+            named.append(f"{self.pick.label} (esc clears)")
         return named
 
 
