@@ -27,6 +27,7 @@ from pathlib import Path
 from core.eval.compare.compared_run import ComparedRun, PairKey, read_compared_run
 from core.eval.compare.outcomes import (
     CLASSES,
+    COMPARED,
     ItemClass,
     ItemOutcome,
     classify,
@@ -46,14 +47,6 @@ _NONE, _PASS, _FAILURE, _SKIPPED, _ERROR = 0, 1, 2, 3, 4
 MAX_ERROR_TYPES = 1024
 #: An error type longer than this is kept cut (types are compared by what is kept).
 MAX_ERROR_TYPE_CHARS = 200
-#: The classes the tally counts as compared: finished, not skipped, in both runs.
-COMPARED: tuple[ItemClass, ...] = (
-    "regressed",
-    "improved",
-    "error_changed",
-    "still_failing",
-    "still_passing",
-)
 
 
 class Baseline:
@@ -249,7 +242,6 @@ class BaselineTally:
 
 
 __all__ = [
-    "COMPARED",
     "MAX_ERROR_TYPES",
     "Baseline",
     "BaselineCounts",

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from core.eval.compare.compared_run import ComparedRun, CompareInputError, PairKey
-from core.eval.compare.outcomes import CHANGED, CLASSES, ItemClass, classify
+from core.eval.compare.outcomes import (
+    CHANGED,
+    CLASSES,
+    COMPARED,
+    ItemClass,
+    ItemOutcome,
+    classify,
+)
 from core.eval.compare.statistics import PairedDifference, mcnemar_exact_p, paired_difference
 from core.eval.results.metrics import k_values, pass_at_k
 
@@ -93,10 +100,7 @@ class Comparison:
     @property
     def compared_items(self) -> int:
         """Work items finished, not skipped, in both runs."""
-        return sum(
-            self.count(name)
-            for name in ("regressed", "improved", "error_changed", "still_failing", "still_passing")
-        )
+        return sum(self.count(name) for name in COMPARED)
 
 
 def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
@@ -125,6 +129,7 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
         )
     classes: dict[ItemClass, list[PairKey]] = {name: [] for name in CLASSES}
     outcomes_a, outcomes_b = a.outcomes, b.outcomes
+    paired = _Paired()
     rows: list[RowComparison] = []
     for row in sorted(rows_a.keys() | rows_b.keys()):
         attempts_a, attempts_b = rows_a.get(row, ()), rows_b.get(row, ())
@@ -140,9 +145,13 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
                 elif attempt not in attempts_a:
                     name = "only_in_B"
                 else:
-                    name = classify(outcomes_a.get(key), outcomes_b.get(key))
+                    first, second = outcomes_a.get(key), outcomes_b.get(key)
+                    name = classify(first, second)
+                    if name in COMPARED:
+                        paired.add(first, second, a.results[key].reward, b.results[key].reward)
                 classes[name].append(key)
                 counts[name] = counts.get(name, 0) + 1
+            paired.end_row()
         rows.append(
             RowComparison(
                 source_row=row,
@@ -161,7 +170,7 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
         content_unchecked=[row for row, verdict in content.items() if verdict == "unchecked"],
         notes=_notes(a, b, len(shared)),
     )
-    comparison.statistics = _statistics(comparison)
+    comparison.statistics = paired.statistics(single=a.n == 1 and b.n == 1)
     return comparison
 
 
@@ -206,29 +215,57 @@ def _side(run: ComparedRun, row: int, attempts: Sequence[int]) -> RowSide:
     )
 
 
-def _statistics(comparison: Comparison) -> Statistics:
-    pass_a: list[float] = []
-    pass_b: list[float] = []
-    reward_a: list[float] = []
-    reward_b: list[float] = []
-    for row in comparison.rows:
-        if row.content != "same" or row.a is None or row.b is None:
-            continue
-        fraction_a, fraction_b = row.a.pass_fraction, row.b.pass_fraction
-        if fraction_a is not None and fraction_b is not None:
-            pass_a.append(fraction_a)
-            pass_b.append(fraction_b)
-        if row.a.mean_reward is not None and row.b.mean_reward is not None:
-            reward_a.append(row.a.mean_reward)
-            reward_b.append(row.b.mean_reward)
-    single = comparison.a.n == 1 and comparison.b.n == 1
-    return Statistics(
-        pass_rate=paired_difference(pass_a, pass_b),
-        mcnemar_p=mcnemar_exact_p(comparison.count("regressed"), comparison.count("improved"))
-        if single and pass_a
-        else None,
-        mean_reward=paired_difference(reward_a, reward_b),
-    )
+class _Paired:
+    """The per-row values the statistics pair, over the items compared (finished, not
+    skipped, in both runs), so that both runs' rates count the same attempts: a row's pass
+    fraction in A and in B, and its mean reward in A and in B over the items graded in both."""
+
+    def __init__(self) -> None:
+        self.pass_a: list[float] = []
+        self.pass_b: list[float] = []
+        self.reward_a: list[float] = []
+        self.reward_b: list[float] = []
+        self.regressed = self.improved = 0
+        self._items = self._passes_a = self._passes_b = self._rewarded = 0
+        self._reward_a = self._reward_b = 0.0
+
+    def add(
+        self,
+        first: ItemOutcome | None,
+        second: ItemOutcome | None,
+        reward_a: float | None,
+        reward_b: float | None,
+    ) -> None:
+        passed_a = first is not None and first.passed
+        passed_b = second is not None and second.passed
+        self._items += 1
+        self._passes_a += passed_a
+        self._passes_b += passed_b
+        self.regressed += passed_a and not passed_b
+        self.improved += passed_b and not passed_a
+        if reward_a is not None and reward_b is not None:
+            self._rewarded += 1
+            self._reward_a += reward_a
+            self._reward_b += reward_b
+
+    def end_row(self) -> None:
+        if self._items:
+            self.pass_a.append(self._passes_a / self._items)
+            self.pass_b.append(self._passes_b / self._items)
+        if self._rewarded:
+            self.reward_a.append(self._reward_a / self._rewarded)
+            self.reward_b.append(self._reward_b / self._rewarded)
+        self._items = self._passes_a = self._passes_b = self._rewarded = 0
+        self._reward_a = self._reward_b = 0.0
+
+    def statistics(self, *, single: bool) -> Statistics:
+        return Statistics(
+            pass_rate=paired_difference(self.pass_a, self.pass_b),
+            mcnemar_p=mcnemar_exact_p(self.regressed, self.improved)
+            if single and self.pass_a
+            else None,
+            mean_reward=paired_difference(self.reward_a, self.reward_b),
+        )
 
 
 def _notes(a: ComparedRun, b: ComparedRun, shared: int) -> list[str]:

@@ -39,6 +39,14 @@ ItemClass = Literal[
 ]
 #: Every class, in the order reports list them.
 CLASSES: tuple[ItemClass, ...] = get_args(ItemClass)
+#: The classes of the items compared: finished, not skipped, in both runs.
+COMPARED: tuple[ItemClass, ...] = (
+    "regressed",
+    "improved",
+    "error_changed",
+    "still_failing",
+    "still_passing",
+)
 #: The classes that say something changed between the runs.
 CHANGED: frozenset[ItemClass] = frozenset({"regressed", "improved", "error_changed"})
 
@@ -106,6 +114,7 @@ def classify(a: ItemOutcome | None, b: ItemOutcome | None) -> ItemClass:
 __all__ = [
     "CHANGED",
     "CLASSES",
+    "COMPARED",
     "ItemClass",
     "ItemOutcome",
     "OutcomeKind",

@@ -91,10 +91,11 @@ def test_attempts_beyond_the_other_runs_n_and_rows_it_lacks_are_in_one_run_only(
     # pass@1 = 2/3; pass@2 = 1 - C(1,2)/C(3,2) = 1 (one failure cannot fill two draws).
     assert math.isclose(row.b.pass_at_k[1], 2 / 3) and row.b.pass_at_k[2] == 1.0
     assert row.b.tokens == 303 and row.b.duration_ms == 2000.0
-    # The statistics pair row 1 only: 1.0 in A against 2/3 in B.
+    # The statistics pair the items both runs finished: row 1's first attempt, passed in both
+    # (B's other two attempts are in B only, so its 2/3 over them is not set against A's 1/1).
     pass_rate = comparison.statistics.pass_rate
     assert pass_rate is not None and pass_rate.rows == 1
-    assert math.isclose(pass_rate.difference, -1 / 3)
+    assert (pass_rate.a, pass_rate.b, pass_rate.difference) == (1.0, 1.0, 0.0)
     assert comparison.statistics.mcnemar_p is None  # not one attempt per row in both
 
 
@@ -170,3 +171,25 @@ def test_a_run_that_does_not_say_its_threshold_is_counted_at_the_default_and_sai
         "(--pass-threshold sets it)"
     ]
     assert compared(tmp_path, a, b, threshold=1.0).notes == []
+
+
+def test_both_runs_rates_count_the_same_attempts(tmp_path: Path) -> None:
+    # Row 0's second attempt failed in A and is unfinished in B: it is pending, and counted in
+    # neither rate, so a run cut short does not look better for the attempts it lacks.
+    a = write_run(
+        tmp_path / "a", source_rows=[0, 1], n=2,
+        results={(0, 0): PASS, (0, 1): FAIL, (1, 0): PASS, (1, 1): PASS},
+    )  # fmt: skip
+    b = write_run(
+        tmp_path / "b", source_rows=[0, 1], n=2,
+        results={(0, 0): PASS, (1, 0): PASS, (1, 1): PASS},
+    )  # fmt: skip
+    comparison = compared(tmp_path, a, b)
+    assert comparison.classes["pending"] == [(0, 1)]
+    pass_rate = comparison.statistics.pass_rate
+    assert pass_rate is not None
+    assert (pass_rate.a, pass_rate.b, pass_rate.difference) == (1.0, 1.0, 0.0)
+    assert sentence(comparison) == (
+        "B passes as many work items as A, of 3 compared (100.0% → 100.0%); the difference "
+        "is within noise at 95%."
+    )
