@@ -17,16 +17,14 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
-from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from core.eval.compare.comparison import RowComparison, RowSide
 from core.eval.compare.outcomes import CHANGED, CLASSES, ItemClass
 from core.eval.compare.text_report import side_cells
+from tui.widgets.cursor_rows import CursorRows
 from tui.widgets.table.columns import cell
 from tui.widgets.table.strips import overlay
 from tui.widgets.table.whole_cell_scrollbar import WholeCellScrollBarRender
@@ -138,34 +136,11 @@ def row_tint(row: RowComparison) -> str | None:
     return next((tint for name, tint in TINTS.items() if row.classes.get(name)), None)
 
 
-class CompareTable(ScrollView, can_focus=True):
+class CompareTable(CursorRows):
     """The rows shown (`show`), in their order; line 0 is the column header."""
 
-    COMPONENT_CLASSES = {
-        "compare-table--header",
-        "compare-table--cursor",
-        "compare-table--dim",
-        *TINTS.values(),
-    }
+    COMPONENT_CLASSES = {"compare-table--dim", *TINTS.values()}
     DEFAULT_CSS = """
-    CompareTable {
-        height: 1fr;
-        overflow-x: hidden;
-        scrollbar-size-vertical: 1;
-        scrollbar-gutter: stable;
-        background: $surface;
-    }
-    CompareTable > .compare-table--header {
-        background: $panel;
-        color: $text-muted;
-        text-style: bold;
-    }
-    CompareTable > .compare-table--cursor {
-        background: $primary 25%;
-    }
-    CompareTable:focus > .compare-table--cursor {
-        background: $primary 55%;
-    }
     CompareTable > .compare-table--dim {
         color: $text-muted;
     }
@@ -179,42 +154,6 @@ class CompareTable(ScrollView, can_focus=True):
         background: $warning 12%;
     }
     """
-    BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", tooltip="The row above", show=False, id="rows.up"),
-        Binding("down,j", "cursor(1)", "Down", tooltip="The row below", show=False, id="rows.down"),
-        Binding(
-            "pageup",
-            "cursor_page(-1)",
-            "Page up",
-            tooltip="One screen of rows up",
-            show=False,
-            id="rows.page-up",
-        ),
-        Binding(
-            "pagedown",
-            "cursor_page(1)",
-            "Page down",
-            tooltip="One screen of rows down",
-            show=False,
-            id="rows.page-down",
-        ),
-        Binding(
-            "home,g",
-            "cursor_edge(0)",
-            "First",
-            tooltip="The first row shown",
-            show=False,
-            id="rows.first",
-        ),
-        Binding(
-            "end,G",
-            "cursor_edge(1)",
-            "Last",
-            tooltip="The last row shown",
-            show=False,
-            id="rows.last",
-        ),
-    ]
 
     class CursorMoved(Message):
         """The cursor is on another row (or on none)."""
@@ -226,7 +165,7 @@ class CompareTable(ScrollView, can_focus=True):
     def __init__(self, *, pass_at_k: bool, **kwargs: str) -> None:
         """`pass_at_k`: both runs made several attempts per row, so the column says
         something."""
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self.pass_at_k = pass_at_k
         self.rows: Sequence[RowComparison] = ()
         self.changed_at: list[int] = []
@@ -235,9 +174,7 @@ class CompareTable(ScrollView, can_focus=True):
         self._header: Strip | None = None
         self._layout: CompareLayout = ()
         self._layout_width = -1
-        self._styles: dict[str, Style] = {}
         self._cached_styles: tuple[Style, ...] = ()
-        self._restyled = True
         self._dim = Style()
         self._tints: dict[str, Style] = {}
         self._cursor = Style()
@@ -268,6 +205,14 @@ class CompareTable(ScrollView, can_focus=True):
         self.post_message(self.CursorMoved(self.cursor_row))
 
     @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    @property
+    def cursor_index(self) -> int:
+        return self.cursor
+
+    @property
     def cursor_row(self) -> RowComparison | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
@@ -296,53 +241,13 @@ class CompareTable(ScrollView, can_focus=True):
         self.move_cursor(found)
         return True
 
-    @property
-    def _rows_height(self) -> int:
-        return max(self.size.height - 1, 0)
-
     def _refresh_lines(self, indexes: Sequence[int]) -> None:
         top, width = int(self.scroll_offset.y), self.size.width
         for index in indexes:
             if top <= index < top + self._rows_height:
                 self.refresh(Region(0, index - top + 1, width, 1))
 
-    def _scroll_to_cursor(self) -> None:
-        if not self.size.height:
-            return
-        top, rows = int(self.scroll_offset.y), max(self._rows_height, 1)
-        if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False, force=True)
-        elif self.cursor >= top + rows:
-            self.scroll_to(y=self.cursor - rows + 1, animate=False, force=True)
-
-    def on_resize(self) -> None:
-        self._scroll_to_cursor()
-
-    def action_cursor(self, delta: int) -> None:
-        self.move_cursor(self.cursor + delta)
-
-    def action_cursor_page(self, direction: int) -> None:
-        self.move_cursor(self.cursor + direction * max(self._rows_height - 1, 1))
-
-    def action_cursor_edge(self, end: int) -> None:
-        self.move_cursor(len(self.rows) - 1 if end else 0)
-
-    def on_click(self, event: events.Click) -> None:
-        index = int(self.scroll_offset.y) + event.y - 1
-        if event.y >= 1 and 0 <= index < len(self.rows):
-            self.move_cursor(index)
-
     # -- rendering ---------------------------------------------------------------------------
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._restyled = True
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = Style.parse(name) if name else Style()
-        return style
 
     def _check_cache(self) -> None:
         """Drop the cached lines when the width or the theme they were drawn for changed."""
@@ -357,7 +262,7 @@ class CompareTable(ScrollView, can_focus=True):
             self._restyled = False
             styles = (
                 self.rich_style,
-                self.get_component_rich_style("compare-table--header"),
+                self.get_component_rich_style("cursor-rows--header"),
                 self.get_component_rich_style("compare-table--dim"),
                 *(self.get_component_rich_style(tint) for tint in TINTS.values()),
             )
@@ -371,7 +276,7 @@ class CompareTable(ScrollView, can_focus=True):
                 tint: Style(bgcolor=style.bgcolor)
                 for tint, style in zip(TINTS.values(), styles[3:], strict=True)
             }
-            cursor = self.get_component_rich_style("compare-table--cursor")
+            cursor = self.get_component_rich_style("cursor-rows--cursor")
             self._cursor = Style(bgcolor=cursor.bgcolor)
 
     def render_line(self, y: int) -> Strip:
@@ -379,7 +284,7 @@ class CompareTable(ScrollView, can_focus=True):
         width, base = self.size.width, self.rich_style
         if y == 0:
             if self._header is None:
-                style = base + self.get_component_rich_style("compare-table--header")
+                style = base + self.get_component_rich_style("cursor-rows--header")
                 titles = [Segment(cell(c.title, w, c.align), style) for c, w in self._layout]
                 self._header = Strip(titles).crop_extend(0, width, style)
             return self._header

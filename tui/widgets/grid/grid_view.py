@@ -14,13 +14,12 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tui.widgets.cursor_rows import CursorRows
 from tui.widgets.grid.rows import GLYPHS, AttemptGrid, GridRow, RowClass
 from tui.widgets.table.strips import overlay
 
@@ -114,57 +113,10 @@ def row_segments(row: GridRow, shape: GridLayout, style: dict[str, Style]) -> li
     return segments
 
 
-class AttemptGridView(ScrollView, can_focus=True):
+class AttemptGridView(CursorRows):
     """The grid's rows in its order (flaky first), a cursor on one of them."""
 
-    COMPONENT_CLASSES = {"attempt-grid--header", "attempt-grid--cursor"}
-
-    DEFAULT_CSS = """
-    AttemptGridView {
-        height: 1fr;
-        overflow-x: hidden;
-        scrollbar-size-vertical: 1;
-        scrollbar-gutter: stable;
-        background: $surface;
-    }
-    AttemptGridView > .attempt-grid--header {
-        background: $panel;
-        color: $text-muted;
-        text-style: bold;
-    }
-    AttemptGridView > .attempt-grid--cursor {
-        background: $primary 25%;
-    }
-    AttemptGridView:focus > .attempt-grid--cursor {
-        background: $primary 55%;
-    }
-    """
-
     BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", tooltip="The row above", show=False, id="grid.up"),
-        Binding("down,j", "cursor(1)", "Down", tooltip="The row below", show=False, id="grid.down"),
-        Binding(
-            "pageup",
-            "cursor_page(-1)",
-            "Page up",
-            tooltip="One screen of rows up",
-            show=False,
-            id="grid.page-up",
-        ),
-        Binding(
-            "pagedown",
-            "cursor_page(1)",
-            "Page down",
-            tooltip="One screen of rows down",
-            show=False,
-            id="grid.page-down",
-        ),
-        Binding(
-            "home", "cursor_edge(0)", "First", tooltip="The first row", show=False, id="grid.first"
-        ),
-        Binding(
-            "end", "cursor_edge(1)", "Last", tooltip="The last row", show=False, id="grid.last"
-        ),
         Binding(
             "enter",
             "choose",
@@ -182,7 +134,7 @@ class AttemptGridView(ScrollView, can_focus=True):
             self.row = row
 
     def __init__(self, grid: AttemptGrid, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self.grid = grid
         self.cursor_row: int | None = None
         self._position: dict[int, int] = {}
@@ -192,8 +144,6 @@ class AttemptGridView(ScrollView, can_focus=True):
         self._header: Strip | None = None
         self._shape: GridLayout | None = None
         self._shape_width = -1
-        self._styles: dict[str, Style] = {}
-        self._restyled = True
 
     def on_mount(self) -> None:
         self.show_all()
@@ -234,14 +184,18 @@ class AttemptGridView(ScrollView, can_focus=True):
     # -- cursor ----------------------------------------------------------------------------
 
     @property
-    def _rows_height(self) -> int:
-        return max(self.size.height - 1, 0)
-
-    @property
     def chosen(self) -> GridRow | None:
         return None if self.cursor_row is None else self.grid.rows.get(self.cursor_row)
 
-    def _move_to(self, index: int) -> None:
+    @property
+    def row_count(self) -> int:
+        return len(self.grid.order)
+
+    @property
+    def cursor_index(self) -> int:
+        return 0 if self.cursor_row is None else self._position.get(self.cursor_row, 0)
+
+    def move_cursor(self, index: int) -> None:
         order = self.grid.order
         if not order:
             return
@@ -249,52 +203,12 @@ class AttemptGridView(ScrollView, can_focus=True):
         self._scroll_to_cursor()
         self.refresh()
 
-    def _scroll_to_cursor(self) -> None:
-        index = None if self.cursor_row is None else self._position.get(self.cursor_row)
-        if index is None or not self.size.height:
-            return
-        top, rows = int(self.scroll_offset.y), max(self._rows_height, 1)
-        if index < top:
-            self.scroll_to(y=index, animate=False, force=True)
-        elif index >= top + rows:
-            self.scroll_to(y=index - rows + 1, animate=False, force=True)
-
-    def on_resize(self) -> None:
-        self._scroll_to_cursor()
-
-    def _cursor_index(self) -> int:
-        return 0 if self.cursor_row is None else self._position.get(self.cursor_row, 0)
-
-    def action_cursor(self, delta: int) -> None:
-        self._move_to(self._cursor_index() + delta)
-
-    def action_cursor_page(self, direction: int) -> None:
-        self.action_cursor(direction * max(self._rows_height - 1, 1))
-
-    def action_cursor_edge(self, end: int) -> None:
-        self._move_to(len(self.grid.order) - 1 if end else 0)
-
     def action_choose(self) -> None:
         row = self.chosen
         if row is not None:
             self.post_message(self.RowChosen(row))
 
-    def on_click(self, event: events.Click) -> None:
-        index = int(self.scroll_offset.y) + event.y - 1
-        if event.y >= 1 and 0 <= index < len(self.grid.order):
-            self._move_to(index)
-
     # -- rendering -------------------------------------------------------------------------
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._restyled = True
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = Style.parse(name) if name else Style()
-        return style
 
     def _check_cache(self) -> GridLayout:
         width = self.scrollable_content_region.width
@@ -314,7 +228,7 @@ class AttemptGridView(ScrollView, can_focus=True):
         width, base = self.size.width, self.rich_style
         if y == 0:
             if self._header is None:
-                header = base + self.get_component_rich_style("attempt-grid--header")
+                header = base + self.get_component_rich_style("cursor-rows--header")
                 self._header = Strip([Segment(header_cells(shape), header)]).crop_extend(
                     0, width, header
                 )
@@ -331,7 +245,7 @@ class AttemptGridView(ScrollView, can_focus=True):
             strip = Strip(segments).apply_style(base).crop_extend(0, width, base)
             self._strips[row_index] = strip
         if row_index == self.cursor_row:
-            cursor = self.get_component_rich_style("attempt-grid--cursor")
+            cursor = self.get_component_rich_style("cursor-rows--cursor")
             strip = overlay(strip, Style(bgcolor=cursor.bgcolor))
         return strip
 
