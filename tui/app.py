@@ -78,7 +78,7 @@ from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
 from tui.widgets.table.columns import BASE
 from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort, next_sort, pick
-from tui.widgets.table.view import InFlightAt, RolloutPick, TableView, next_server, toggle_status
+from tui.widgets.table.view import RolloutPick, TableView, next_server, toggle_status
 from tui.widgets.timeline.pane import TimelinePane
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class DashboardApp(App[None]):
     #: Only one dataset row's attempts (`TableView.row`, from the attempts grid's `enter`).
     filter_row: var[tuple[int, str] | None] = var(None, init=False)
     #: Only the rollouts in flight at the timeline's cursor (`w`); None: at any time.
-    in_flight_at: var[InFlightAt | None] = var(None, init=False)
+    in_flight_at: var[RolloutPick | None] = var(None, init=False)
     #: Only the rollouts of a histogram's bin (`h`, enter); None: no such pick. Esc clears it.
     filter_pick: var[RolloutPick | None] = var(None, init=False)
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from core.eval.duration_text import duration
 from core.eval.timeline.followed import BoardTimeline, ServerSeen
 from tui.flows.host import FlowHost
-from tui.widgets.table.view import InFlightAt
+from tui.widgets.table.view import RolloutPick
 
 if TYPE_CHECKING:
     from tui.widgets.timeline.pane import TimelinePane
@@ -26,7 +27,7 @@ class TimelineHost(FlowHost, Protocol):
     """What the timeline's flow uses of the app besides a flow's usual members."""
 
     timeline_pane: TimelinePane
-    in_flight_at: InFlightAt | None
+    in_flight_at: RolloutPick | None
 
     def now(self) -> float: ...
 
@@ -89,7 +90,7 @@ class TimelineFlow:
 
     def cursor_moved(self, t: float, in_flight: frozenset[str]) -> None:
         """The table shows the rollouts in flight at the cursor."""
-        self.app.in_flight_at = InFlightAt(t, in_flight)
+        self.app.in_flight_at = RolloutPick(f"in flight at {duration(t)}", in_flight)
 
     def seek(self, t: float) -> None:
         """A replay's `enter`: play the recording to the cursor (where the table's rows are

@@ -12,26 +12,18 @@ from dataclasses import dataclass, field
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import Baseline
-from core.eval.duration_text import duration
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
 from tui.widgets.table.sorting import SORT_COLUMNS, Sort, sort_records
 
 
 @dataclass(frozen=True)
-class InFlightAt:
-    """The timeline's cursor (`w`): an instant, in seconds since the run's start, and the
-    rollouts in flight then."""
-
-    t: float
-    rollout_ids: frozenset[str]
-
-
-@dataclass(frozen=True)
 class RolloutPick:
-    """Rollouts picked in another view, shown alone until Esc: a histogram's bin (`h`)."""
+    """Rollouts picked in another view, shown alone: a histogram's bin (`h`, until Esc), the
+    rollouts in flight at the timeline's cursor (`w`, while it is open)."""
 
-    #: What they are, as the status line names the filter: "running 0.40s–0.80s".
+    #: What they are, as the status line names the filter: "running 0.40s–0.80s",
+    #: "in flight at 43s".
     label: str
     rollout_ids: frozenset[str]
 
@@ -54,7 +46,7 @@ class TableView:
     #: The run compared with (`--baseline`), which the base column sorts by.
     baseline: Baseline | None = field(default=None, compare=False)
     #: Only the rollouts in flight at the timeline's cursor; None: at any time.
-    in_flight_at: InFlightAt | None = None
+    in_flight_at: RolloutPick | None = None
     #: Only these rollouts (a histogram's bin); None: no such pick.
     pick: RolloutPick | None = None
 
@@ -110,7 +102,7 @@ class TableView:
         if self.row is not None:
             named.append(f"row {self.row[1]}")
         if self.in_flight_at is not None:
-            named.append(f"in flight at {duration(self.in_flight_at.t)}")
+            named.append(self.in_flight_at.label)
         if self.pick is not None:
             named.append(f"{self.pick.label} (esc clears)")
         return named
