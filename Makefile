@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 run: $(STAMP)
 	$(BIN)/osmosis-tui eval || [ $$? -eq 1 ]
 
+# The slowest tests are named at the end, so a CI log says where its time went.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check core server_stub tui tests bench
