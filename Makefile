@@ -59,9 +59,11 @@ screenshots: $(STAMP)
 	$(BIN)/python -m tests.tui.states screenshots
 
 # Reliability at full size (docs/RELIABILITY.md): the 2 x 5,000-rollout soak at 200 in flight,
-# 25 SIGKILLs of a running eval, and ten times the fuzz examples. CI runs the small counts.
+# 25 SIGKILLs of a running eval, ten times the fuzz examples, and 20 closings of the terminal
+# each way. CI runs the small counts.
 soak: $(STAMP)
-	OSMOSIS_SOAK=full $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
+	OSMOSIS_SOAK=full $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability \
+		tests/tui/test_terminal_gone.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build
