@@ -112,8 +112,8 @@ def _loaded(args: argparse.Namespace) -> Comparison:
 def load_comparison(args: argparse.Namespace) -> Comparison:
     """The comparison `args.a` and `args.b` ask for; `UsageError` naming the argument at fault."""
     from core.eval.attach.run_list import find_run_folder
-    from core.eval.compare.compared_run import CompareInputError, read_compared_run
-    from core.eval.compare.comparison import compare_runs
+    from core.eval.compare.compared_run import CompareInputError
+    from core.eval.compare.comparison import compare_folders
 
     root = results_root(args)
     if args.b is None:
@@ -122,14 +122,14 @@ def load_comparison(args: argparse.Namespace) -> Comparison:
             f"{missing}: missing; give two runs to compare (on a terminal, without --json "
             "or --plain, fewer open the runs screen to pick them)"
         )
+    folders = []
+    for label, given in (("A", args.a), ("B", args.b)):
+        folder = find_run_folder(given, root)
+        if folder is None:
+            raise UsageError(f"{label}: {given}: neither a run folder nor a run under {root}")
+        folders.append(folder)
     try:
-        runs = []
-        for label, given in (("A", args.a), ("B", args.b)):
-            folder = find_run_folder(given, root)
-            if folder is None:
-                raise UsageError(f"{label}: {given}: neither a run folder nor a run under {root}")
-            runs.append(read_compared_run(folder, label=label, threshold=args.pass_threshold))
-        return compare_runs(runs[0], runs[1])
+        return compare_folders(folders[0], folders[1], threshold=args.pass_threshold)
     except CompareInputError as exc:
         raise UsageError(str(exc)) from None
 

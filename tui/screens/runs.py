@@ -21,8 +21,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from core.eval.attach.run_list import ListedRun, local_time
-from core.eval.compare.compared_run import CompareInputError, read_compared_run
-from core.eval.compare.comparison import Comparison, compare_runs
+from core.eval.compare.compared_run import CompareInputError
+from core.eval.compare.comparison import Comparison, compare_folders
 from tui.screens.compare import CompareScreen
 from tui.widgets.fitted_footer import FittedFooter
 from tui.widgets.format import multi_line, plain
@@ -188,10 +188,7 @@ class RunsScreen(Screen[None]):
         """Compare run folder `a` to `b` on the compare screen; what makes them incomparable
         is said, and the list stays."""
         try:
-            comparison = compare_runs(
-                read_compared_run(a, label="A", threshold=self.threshold),
-                read_compared_run(b, label="B", threshold=self.threshold),
-            )
+            comparison = compare_folders(a, b, threshold=self.threshold)
         except CompareInputError as exc:
             self.notify(multi_line(str(exc)), severity="error", markup=False, timeout=8)
             return

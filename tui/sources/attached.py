@@ -12,6 +12,7 @@ Sending rollouts by hand (a new one, a re-run) stays with the process that runs 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from shlex import quote
 from typing import Any
@@ -23,7 +24,7 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
 from core.eval.results.events import Journal
 from core.eval.results.folder import EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, TRIALS_DIR
-from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, Progress
+from core.eval.results.metrics import Progress
 from core.eval.results.records import ItemKey, ItemResult
 from core.eval.untrusted_json import load_json_file
 from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
@@ -59,10 +60,13 @@ class AttachedSource:
         self.board = client.board
         self._ending: RunEnding | None = None
         folder = client.run.folder
-        #: Read once: the run wrote both files when it started.
-        self.pass_rule = recorded_pass_rule(
+        #: Read once: the run wrote both files when it started. The threshold is the one the
+        #: run says it counts with, when it says one (a run of this version always does).
+        recorded = recorded_pass_rule(
             _document(folder / METRICS_FILE), _document(folder / MANIFEST_FILE)
         )
+        said = client.run.pass_threshold
+        self.pass_rule = recorded if said is None else replace(recorded, threshold=said)
         self._carried = _journaled(folder / EVENTS_FILE)
         #: Why the run's baseline could not be read here (then its column is not shown).
         self.baseline_problem: str | None = None
@@ -74,9 +78,10 @@ class AttachedSource:
         run = self.client.run
         if run.baseline is None:
             return None
-        threshold = DEFAULT_PASS_THRESHOLD if run.pass_threshold is None else run.pass_threshold
         try:
-            return read_baseline(run.baseline, label="the baseline", threshold=threshold)
+            return read_baseline(
+                run.baseline, label="the baseline", threshold=self.pass_rule.threshold
+            )
         except CompareInputError as exc:
             self.baseline_problem = str(exc)
             return None

@@ -28,8 +28,10 @@ from core.eval.compare.compared_run import ComparedRun, PairKey, read_compared_r
 from core.eval.compare.outcomes import (
     CLASSES,
     COMPARED,
+    PLAIN_OUTCOMES,
     ItemClass,
     ItemOutcome,
+    OutcomeKind,
     classify,
     outcome_from,
     outcome_of,
@@ -40,7 +42,10 @@ from core.rollout_record import RolloutRecord
 
 # An item's outcome code: none (not in the baseline, or not finished there), then the three
 # outcomes without a type, then an error of type `ERROR + k` (`Baseline.error_types[k]`).
-_NONE, _PASS, _FAILURE, _SKIPPED, _ERROR = 0, 1, 2, 3, 4
+_NONE, _ERROR = 0, 4
+#: The codes of the outcomes that carry nothing else (1 to 3), and back.
+_PLAIN_CODE: dict[OutcomeKind, int] = {"pass": 1, "failure": 2, "skipped": 3}
+_PLAIN = {code: PLAIN_OUTCOMES[kind] for kind, code in _PLAIN_CODE.items()}
 #: The most distinct error types kept by name; an error of a further type counts as an error
 #: of no known type. Error types are categories (a few) or, from a server that gives none,
 #: its message: a bound keeps a baseline of a million distinct messages small.
@@ -100,7 +105,7 @@ class Baseline:
 
     def _code(self, outcome: ItemOutcome, interned: dict[str, int]) -> int:
         if outcome.kind != "error":
-            return {"pass": _PASS, "failure": _FAILURE, "skipped": _SKIPPED}[outcome.kind]
+            return _PLAIN_CODE[outcome.kind]
         kind = outcome.error_type
         if kind is None:
             return _ERROR + MAX_ERROR_TYPES  # no type: past every kept one
@@ -166,13 +171,6 @@ class Baseline:
         return classify(base, outcome_from(*status, self.threshold))
 
 
-_PLAIN = {
-    _PASS: ItemOutcome("pass"),
-    _FAILURE: ItemOutcome("failure"),
-    _SKIPPED: ItemOutcome("skipped"),
-}
-
-
 def read_baseline(folder: Path, *, label: str, threshold: float) -> Baseline:
     """The baseline in the run folder `folder` (`label` names it in errors), with this run's
     pass `threshold`; `CompareInputError` when it is no readable run."""
@@ -232,7 +230,7 @@ class BaselineTally:
             return
         base = baseline.outcome_at(position)
         name = None if base is None else classify(base, outcome_of(result, baseline.threshold))
-        code = _CLASS_CODE.get(name, 0) if name is not None else 0
+        code = 0 if name is None else _CLASS_CODE.get(name, 0)
         self._counts[self._classes[position]] -= 1
         self._classes[position] = code
         self._counts[code] += 1

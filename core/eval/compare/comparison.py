@@ -12,10 +12,16 @@ with nothing in common to compare is refused (`CompareInputError`), with the rea
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, NamedTuple
 
-from core.eval.compare.compared_run import ComparedRun, CompareInputError, PairKey
+from core.eval.compare.compared_run import (
+    ComparedRun,
+    CompareInputError,
+    PairKey,
+    read_compared_run,
+)
 from core.eval.compare.outcomes import (
     CHANGED,
     CLASSES,
@@ -65,7 +71,8 @@ class RowComparison(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Statistics:
-    """The paired statistics over the rows that finished a non-skipped attempt in both."""
+    """The paired statistics over the items compared (finished, not skipped, in both runs),
+    row by row."""
 
     pass_rate: PairedDifference | None
     #: McNemar's exact p, only when both runs made one attempt per row.
@@ -83,12 +90,17 @@ class Comparison:
     classes: dict[ItemClass, list[PairKey]]
     content_differs: list[int]
     content_unchecked: list[int]
-    notes: list[str] = field(default_factory=list)
-    statistics: Statistics = Statistics(None, None, None)
+    notes: list[str]
+    statistics: Statistics
 
     @property
     def same_dataset(self) -> bool:
-        return self.a.dataset_sha256 is not None and self.a.dataset_sha256 == self.b.dataset_sha256
+        return same_dataset(self.a, self.b)
+
+    @property
+    def one_attempt_per_row(self) -> bool:
+        """Both runs made one attempt per row: a work item is a row."""
+        return self.a.n == 1 and self.b.n == 1
 
     @property
     def rows_in_both(self) -> int:
@@ -113,7 +125,7 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
         )
     content: dict[int, RowContent] = (
         dict.fromkeys(shared, "same")
-        if a.dataset_sha256 is not None and a.dataset_sha256 == b.dataset_sha256
+        if same_dataset(a, b)
         else {row: _content(a, b, row) for row in shared}
     )
     if not any(verdict == "same" for verdict in content.values()):
@@ -161,7 +173,8 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
                 classes=counts,
             )
         )
-    comparison = Comparison(
+    one_attempt = a.n == 1 and b.n == 1
+    return Comparison(
         a=a,
         b=b,
         rows=rows,
@@ -169,9 +182,28 @@ def compare_runs(a: ComparedRun, b: ComparedRun) -> Comparison:
         content_differs=[row for row, verdict in content.items() if verdict == "differs"],
         content_unchecked=[row for row, verdict in content.items() if verdict == "unchecked"],
         notes=_notes(a, b, len(shared)),
+        statistics=Statistics(
+            pass_rate=paired_difference(paired.pass_a, paired.pass_b),
+            mcnemar_p=mcnemar_exact_p(len(classes["regressed"]), len(classes["improved"]))
+            if one_attempt and paired.pass_a
+            else None,
+            mean_reward=paired_difference(paired.reward_a, paired.reward_b),
+        ),
     )
-    comparison.statistics = paired.statistics(single=a.n == 1 and b.n == 1)
-    return comparison
+
+
+def compare_folders(a: Path, b: Path, *, threshold: float | None = None) -> Comparison:
+    """Run folder `a` compared to run folder `b` (`threshold`, when given, counts a pass in
+    both); `CompareInputError` when either is no run or the two cannot be compared."""
+    return compare_runs(
+        read_compared_run(a, label="A", threshold=threshold),
+        read_compared_run(b, label="B", threshold=threshold),
+    )
+
+
+def same_dataset(a: ComparedRun, b: ComparedRun) -> bool:
+    """Whether the two runs read the same dataset file (so a source row is the same row)."""
+    return a.dataset_sha256 is not None and a.dataset_sha256 == b.dataset_sha256
 
 
 def _content(a: ComparedRun, b: ComparedRun, row: int) -> RowContent:
@@ -225,7 +257,6 @@ class _Paired:
         self.pass_b: list[float] = []
         self.reward_a: list[float] = []
         self.reward_b: list[float] = []
-        self.regressed = self.improved = 0
         self._items = self._passes_a = self._passes_b = self._rewarded = 0
         self._reward_a = self._reward_b = 0.0
 
@@ -236,13 +267,9 @@ class _Paired:
         reward_a: float | None,
         reward_b: float | None,
     ) -> None:
-        passed_a = first is not None and first.passed
-        passed_b = second is not None and second.passed
         self._items += 1
-        self._passes_a += passed_a
-        self._passes_b += passed_b
-        self.regressed += passed_a and not passed_b
-        self.improved += passed_b and not passed_a
+        self._passes_a += first is not None and first.passed
+        self._passes_b += second is not None and second.passed
         if reward_a is not None and reward_b is not None:
             self._rewarded += 1
             self._reward_a += reward_a
@@ -257,15 +284,6 @@ class _Paired:
             self.reward_b.append(self._reward_b / self._rewarded)
         self._items = self._passes_a = self._passes_b = self._rewarded = 0
         self._reward_a = self._reward_b = 0.0
-
-    def statistics(self, *, single: bool) -> Statistics:
-        return Statistics(
-            pass_rate=paired_difference(self.pass_a, self.pass_b),
-            mcnemar_p=mcnemar_exact_p(self.regressed, self.improved)
-            if single and self.pass_a
-            else None,
-            mean_reward=paired_difference(self.reward_a, self.reward_b),
-        )
 
 
 def _notes(a: ComparedRun, b: ComparedRun, shared: int) -> list[str]:
@@ -324,6 +342,8 @@ __all__ = [
     "RowContent",
     "RowSide",
     "Statistics",
+    "compare_folders",
     "compare_runs",
     "differing_rows",
+    "same_dataset",
 ]

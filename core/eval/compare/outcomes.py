@@ -64,8 +64,8 @@ class ItemOutcome:
         return self.kind == "pass"
 
 
-# One object per outcome that carries nothing else: a run of a million items makes no more.
-_SHARED: dict[OutcomeKind, ItemOutcome] = {
+#: One object per outcome that carries nothing else: a run of a million items makes no more.
+PLAIN_OUTCOMES: dict[OutcomeKind, ItemOutcome] = {
     kind: ItemOutcome(kind) for kind in ("pass", "failure", "skipped")
 }
 
@@ -93,7 +93,7 @@ def outcome_from(
     kind = outcome_kind(status, reward, threshold)
     if kind == "error":
         return ItemOutcome("error", error_type)
-    return _SHARED[kind]
+    return PLAIN_OUTCOMES[kind]
 
 
 def classify(a: ItemOutcome | None, b: ItemOutcome | None) -> ItemClass:
@@ -115,6 +115,7 @@ __all__ = [
     "CHANGED",
     "CLASSES",
     "COMPARED",
+    "PLAIN_OUTCOMES",
     "ItemClass",
     "ItemOutcome",
     "OutcomeKind",

@@ -20,7 +20,7 @@ def sentence(comparison: Comparison) -> str:
     """What changed, in one sentence: how many more (or fewer) work items B passes, and
     whether the paired interval says that is more than noise."""
     compared = comparison.compared_items
-    unit = "rows" if comparison.a.n == 1 and comparison.b.n == 1 else "work items"
+    unit = "rows" if comparison.one_attempt_per_row else "work items"
     difference = comparison.statistics.pass_rate
     if compared == 0 or difference is None:
         return "No work item finished in both runs yet: nothing to compare."
@@ -111,22 +111,24 @@ def difference_lines(
     ]
 
 
+def _listed(shown: list[str], total: int) -> str:
+    """The first names (at most `ITEMS_SHOWN`), and how many more of `total` there are
+    (--json has them all)."""
+    more = total - len(shown)
+    return ", ".join(shown) + (f", … and {more:,} more" if more > 0 else "")
+
+
 def _rows(rows: list[int]) -> str:
-    shown = ", ".join(str(row) for row in rows[:ITEMS_SHOWN])
-    return shown + (f", … and {len(rows) - ITEMS_SHOWN:,} more" if len(rows) > ITEMS_SHOWN else "")
+    return _listed([str(row) for row in rows[:ITEMS_SHOWN]], len(rows))
 
 
 def _items(keys: list[PairKey], comparison: Comparison) -> str:
-    single = comparison.a.n == 1 and comparison.b.n == 1
-    names = [str(row) if single else f"{row}#{attempt}" for row, attempt in keys[:ITEMS_SHOWN]]
-    more = len(keys) - ITEMS_SHOWN
-    return (
-        ("rows " if single else "row#attempt ")
-        + ", ".join(names)
-        + (f", … and {more:,} more" if more > 0 else "")
-        if keys
-        else ""
-    )
+    if not keys:
+        return ""
+    if comparison.one_attempt_per_row:
+        return "rows " + _listed([str(row) for row, _ in keys[:ITEMS_SHOWN]], len(keys))
+    shown = [f"{row}#{attempt}" for row, attempt in keys[:ITEMS_SHOWN]]
+    return "row#attempt " + _listed(shown, len(keys))
 
 
 def side_cells(side: RowSide | None) -> tuple[str, str, str, str]:
