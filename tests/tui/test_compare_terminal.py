@@ -54,9 +54,16 @@ class PtyCompare:
         os.write(self._leader, keys)
 
     def finish(self) -> int:
-        """The exit status, once the command ended; what it wrote last is read first."""
+        """The exit status, once the command ended; what it wrote last is read first. The
+        screen is read on while it ends: its last frame can fill the terminal's buffer, and
+        a terminal nobody reads blocks that write, and the exit after it."""
         try:
-            return self.process.wait(timeout=TIMEOUT_SEC)
+            eventually_sync(
+                lambda: self.read() and self.process.poll() is not None,
+                "the command to end",
+                timeout=TIMEOUT_SEC,
+            )
+            return self.process.wait()
         finally:
             if self.process.poll() is None:
                 self.process.kill()
