@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from urllib.parse import urlsplit
+
+from core.eval.plan.server_url import base_url_problem
 
 
 def _whole_number(minimum: int) -> Callable[[str], int]:
@@ -66,28 +67,9 @@ def fixed_port(text: str) -> int:
 
 
 def http_url(text: str) -> str:
-    """A base URL to reach a server at (`eval --server`, `--advertise-url`): http or https, a
-    host, a port of 1-65535 if any, a path if need be, and nothing the client would append a
-    path to wrongly (a query, a fragment)."""
-    if "://" not in text:
-        raise argparse.ArgumentTypeError(f"{text!r} has no scheme: write http://{text}")
-    try:
-        parts = urlsplit(text)
-    except ValueError as exc:  # an unclosed IPv6 bracket
-        raise argparse.ArgumentTypeError(f"{text!r} is not a URL ({exc})") from None
-    if parts.scheme not in ("http", "https"):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: the scheme must be http or https, not {parts.scheme!r}"
-        )
-    if not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{text!r} has no host")
-    try:
-        port_number = parts.port  # None without one; ValueError when not a number up to 65535
-    except ValueError:
-        port_number = 0
-    if port_number == 0:
-        given = parts.netloc.rpartition(":")[2]
-        raise argparse.ArgumentTypeError(f"{text!r} has a bad port {given!r} (1-65535)")
-    if parts.query or parts.fragment:
-        raise argparse.ArgumentTypeError(f"{text!r}: a base URL takes no query or fragment")
+    """A base URL to reach a server at (`eval --server`, `--advertise-url`; the check is
+    `base_url_problem`'s)."""
+    problem = base_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
