@@ -1,4 +1,11 @@
-"""The rollout servers an eval drives: capacity, health and which one gets the next rollout."""
+"""The rollout servers an eval drives: capacity, health and which one gets the next rollout.
+
+With a `ServerDirectory` (names that stand for several addresses, a servers file) the pool
+follows it while the run lives: a server that joins the list is probed and used; one that
+leaves it takes no new work, keeps what is in flight there until it ends, and is dropped from
+the pool then. Servers are told apart by their /health `instance_id`: a URL that reaches a
+server the pool has already (another name, another address of it) is not a second server.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +21,14 @@ import httpx
 from core.client import RolloutClient
 from core.errors import RolloutProtocolError, describe_error
 from core.eval.errors import EvalError
+from core.eval.servers.directory import ServerDirectory
 from core.eval.servers.fd_budget import out_of_descriptors
 
 logger = logging.getLogger(__name__)
 
 HEALTH_INTERVAL_SEC = 2.0
+# How often a directory's names are resolved again and its servers file looked at.
+DISCOVERY_INTERVAL_SEC = 5.0
 # Consecutive failed health reads before a server counts as down.
 DOWN_AFTER_FAILURES = 2
 # A /health read that takes longer than this counts as failed (a server that accepts
@@ -67,11 +77,16 @@ class RolloutServerSlot:
     rollouts are polled without asking for each one (`observe_every_status=False`)."""
     first_admitted_at: float | None = None
     """When it admitted the run's first rollout (monotonic): its events are due from then."""
+    instance_id: str | None = None
+    """Its /health `instance_id`: one server whatever the URL it is reached by."""
+    listed: bool = True
+    """Still among the run's servers (its directory lists it): one that left the list takes
+    no new work, and what is in flight there finishes."""
 
     @property
     def free(self) -> float:
         """Rollouts it can take now; unbounded when it advertises no capacity."""
-        if self.state != "accepting":
+        if self.state != "accepting" or not self.listed:
             return 0
         if self.capacity is None:
             return float("inf")
@@ -130,14 +145,29 @@ class ServerPool:
     advertise none) and watches their health."""
 
     def __init__(
-        self, slots: list[RolloutServerSlot], *, on_event: ServerListener | None = None
+        self,
+        slots: list[RolloutServerSlot],
+        *,
+        on_event: ServerListener | None = None,
+        directory: ServerDirectory | None = None,
+        api_key: str | None = None,
     ) -> None:
         """`on_event(slot, event)` hears of each change of a server (down, back up,
-        restarted, draining), after it is logged."""
+        restarted, draining, joined, left), after it is logged. `directory`: where to look for
+        servers that join or leave while the run lives (`refresh`), reached with `api_key`.
+        Once set, `on_servers_changed()` hears that some did."""
         if not slots:
             raise ValueError("at least one rollout server is needed")
+        # Replaced, never changed in place: a reader iterating it never sees it change.
         self.slots = slots
         self._on_event = on_event
+        self._directory = directory
+        self._api_key = api_key
+        self.on_servers_changed: Callable[[], None] | None = None
+        # URLs that reach a server the pool has under another URL: instance_id by URL.
+        self._aliases: dict[str, str | None] = {}
+        # The clients of servers no longer in the pool, being closed.
+        self._closing: set[asyncio.Task[None]] = set()
         self._freed = asyncio.Event()
         # Shared by every worker waiting for a server to come back while all are down.
         self._recovery: asyncio.Task[bool] | None = None
@@ -149,36 +179,94 @@ class ServerPool:
         *,
         api_key: str | None,
         on_event: ServerListener | None = None,
+        directory: ServerDirectory | None = None,
     ) -> ServerPool:
         """A slot per URL, each with a client of its own; `aclose()` closes them."""
         return cls(
-            [
-                RolloutServerSlot(
-                    url=url,
-                    client=RolloutClient(
-                        url=url,
-                        api_key=api_key,
-                        # Read at call time, so tests can shorten it.
-                        admission_timeout_sec=ADMISSION_TIMEOUT_SEC,
-                        limits=POOL_LIMITS,
-                        timeout=POOL_TIMEOUT,
-                    ),
-                )
-                for url in urls
-            ],
+            [_slot(url, api_key) for url in urls],
             on_event=on_event,
+            directory=directory,
+            api_key=api_key,
         )
 
     async def probe_all(self) -> None:
-        """Read every server's /health once; servers that do not answer are marked down."""
+        """Read every server's /health once; servers that do not answer are marked down, and
+        a URL that reaches a server listed before it is not a second server."""
         await asyncio.gather(*(self.probe(slot) for slot in self.slots))
+        kept: list[RolloutServerSlot] = []
+        for slot in self.slots:
+            same = _same_server(slot, kept)
+            if same is None:
+                kept.append(slot)
+            else:
+                self._alias(slot, same)
+        self.slots = kept
         if all(slot.state == "down" for slot in self.slots):
             details = "; ".join(f"{s.url}: {s.last_error}" for s in self.slots)
             raise AllServersDown(f"no rollout server answered /health ({details})")
 
+    async def refresh(self) -> None:
+        """Look at the directory again: probe and use the servers that joined it, take no new
+        work to those that left it (dropped once nothing is in flight there)."""
+        if self._directory is None:
+            return
+        listed = set(await self._directory.endpoints())
+        known = {slot.url for slot in self.slots}
+        changed = False
+        for slot in self.slots:
+            if slot.listed != (slot.url in listed):
+                changed = True
+                slot.listed = not slot.listed
+                self._tell(
+                    slot,
+                    "joined the servers again"
+                    if slot.listed
+                    else f"left the servers: no new work ({slot.in_flight} in flight there)",
+                )
+        joining = [
+            _slot(url, self._api_key)
+            for url in listed
+            if url not in known and url not in self._aliases
+        ]
+        await asyncio.gather(*(self.probe(slot, quiet=True) for slot in joining))
+        for slot in joining:
+            same = _same_server(slot, [s for s in self.slots if s.listed])
+            if same is not None:
+                self._alias(slot, same)
+                continue
+            self.slots = [*self.slots, slot]
+            changed = True
+            self._tell(slot, f"joined the servers ({slot.state})")
+        # An alias whose name is no longer listed may be a server of its own next time.
+        self._aliases = {url: i for url, i in self._aliases.items() if url in listed}
+        self._drop_left()
+        self._freed.set()  # waiting workers must look again
+        if changed and self.on_servers_changed is not None:
+            self.on_servers_changed()
+
+    def _alias(self, slot: RolloutServerSlot, same: RolloutServerSlot) -> None:
+        self._aliases[slot.url] = slot.instance_id
+        logger.warning(
+            "rollout server %s is %s (the same instance_id): one server", slot.url, same.url
+        )
+        self._close(slot)
+
+    def _close(self, slot: RolloutServerSlot) -> None:
+        task = asyncio.ensure_future(slot.client.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def _drop_left(self) -> None:
+        """Drop the servers that left the list and have nothing in flight any more."""
+        gone = [slot for slot in self.slots if not slot.listed and slot.in_flight == 0]
+        if gone:
+            self.slots = [slot for slot in self.slots if slot not in gone]
+            for slot in gone:
+                self._close(slot)
+
     def advertised_capacity(self) -> int | None:
         """Total `concurrency.max_concurrent` of the live servers (None if any is unbounded)."""
-        live = [slot for slot in self.slots if slot.state != "down"]
+        live = [slot for slot in self.slots if slot.state != "down" and slot.listed]
         if not live or any(slot.capacity is None for slot in live):
             return None
         return sum(slot.capacity for slot in live if slot.capacity is not None)
@@ -194,7 +282,7 @@ class ServerPool:
         loop = asyncio.get_running_loop()
         accepting_by: float | None = None  # set while no live server accepts rollouts
         while True:
-            live = [slot for slot in self.slots if slot.state != "down"]
+            live = [slot for slot in self.slots if slot.state != "down" and slot.listed]
             if not live:
                 if self._recovery is None or self._recovery.done():
                     self._recovery = asyncio.ensure_future(self._recover())
@@ -228,11 +316,13 @@ class ServerPool:
 
     def release(self, slot: RolloutServerSlot) -> None:
         slot.in_flight -= 1
+        if not slot.listed:
+            self._drop_left()
         self._freed.set()
 
     async def aclose(self) -> None:
         """Close the servers' clients (after the run: their handles are done)."""
-        await asyncio.gather(*(slot.client.aclose() for slot in self.slots))
+        await asyncio.gather(*(slot.client.aclose() for slot in self.slots), *self._closing)
 
     def silent(self, now: float, grace_sec: float) -> list[str]:
         """The servers that admitted a rollout more than `grace_sec` ago and sent no event."""
@@ -260,24 +350,34 @@ class ServerPool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RECOVERY_GRACE_SEC
         while True:
+            await self.refresh()  # a server may have joined meanwhile
             await asyncio.gather(*(self.probe(s) for s in self.slots if s.state == "down"))
-            if any(slot.state != "down" for slot in self.slots):
+            if any(slot.state != "down" and slot.listed for slot in self.slots):
                 return True
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(min(RECOVERY_PROBE_SEC, max(0.0, deadline - loop.time())))
 
     async def watch(self) -> None:
-        """Poll every server's health until cancelled: restarts, drains, outages."""
+        """Poll every server's health until cancelled: restarts, drains, outages; and look
+        at the directory every `DISCOVERY_INTERVAL_SEC`: servers joining and leaving."""
+        loop = asyncio.get_running_loop()
+        looked = loop.time()
         while True:
             await asyncio.sleep(HEALTH_INTERVAL_SEC)
+            if loop.time() - looked >= DISCOVERY_INTERVAL_SEC:
+                looked = loop.time()
+                await self.refresh()
             await asyncio.gather(*(self.probe(slot) for slot in self.slots))
 
-    async def probe(self, slot: RolloutServerSlot, *, after_failure: bool = False) -> None:
+    async def probe(
+        self, slot: RolloutServerSlot, *, after_failure: bool = False, quiet: bool = False
+    ) -> None:
         """Read one server's /health and update its state.
 
         `after_failure`: a request to this server just failed, so a failed read now is the
-        second failure in a row and the server counts as down at once.
+        second failure in a row and the server counts as down at once. `quiet`: the server
+        is not in the pool yet (joining): its state is set, and said when it joins.
         """
         try:
             health = await asyncio.wait_for(slot.client.health(), HEALTH_TIMEOUT_SEC)
@@ -297,7 +397,8 @@ class ServerPool:
             down = slot.failures >= DOWN_AFTER_FAILURES or not slot.health or after_failure
             if slot.state != "down" and down:
                 slot.state = "down"
-                self._tell(slot, f"down: {slot.last_error}")
+                if not quiet:
+                    self._tell(slot, f"down: {slot.last_error}")
                 self._freed.set()  # waiting workers must look again
             return
         slot.failures = 0
@@ -314,15 +415,43 @@ class ServerPool:
                 slot, "restarted (its process_id changed): rollouts in flight there are lost"
             )
         slot.process_id = process_id if isinstance(process_id, str) else None
+        instance_id = health.get("instance_id")
+        slot.instance_id = instance_id if isinstance(instance_id, str) else slot.process_id
         lifecycle = health.get("lifecycle")
         accepting = not isinstance(lifecycle, dict) or lifecycle.get("accepting_rollouts", True)
         new_state: ServerState = "accepting" if accepting else "draining"
         if new_state != slot.state:
             previous, slot.state = slot.state, new_state
-            self._tell(slot, "back up" if previous == "down" else new_state)
+            if not quiet:
+                self._tell(slot, "back up" if previous == "down" else new_state)
             self._freed.set()
 
     def _tell(self, slot: RolloutServerSlot, event: str) -> None:
         logger.warning("rollout server %s %s", slot.url, event)
         if self._on_event is not None:
             self._on_event(slot, event)
+
+
+def _slot(url: str, api_key: str | None) -> RolloutServerSlot:
+    """A server reached at `url`, with a client of its own."""
+    return RolloutServerSlot(
+        url=url,
+        client=RolloutClient(
+            url=url,
+            api_key=api_key,
+            # Read at call time, so tests can shorten it.
+            admission_timeout_sec=ADMISSION_TIMEOUT_SEC,
+            limits=POOL_LIMITS,
+            timeout=POOL_TIMEOUT,
+        ),
+    )
+
+
+def _same_server(
+    slot: RolloutServerSlot, others: list[RolloutServerSlot]
+) -> RolloutServerSlot | None:
+    """The server among `others` that `slot` reaches under another URL (the same /health
+    `instance_id`), if any; a server that did not answer is nobody's alias."""
+    if slot.instance_id is None:
+        return None
+    return next((o for o in others if o.instance_id == slot.instance_id), None)
