@@ -516,7 +516,10 @@ class EvalSession:
             on_result=finished,
         )
         self._runner = runner
-        self.control.steer(runner)
+        # A limit nobody asked for is the servers' capacity, and follows it as they come and go.
+        asked = plan.request.max_in_flight is not None or plan.batch_size is not None
+        self.control.steer(runner, follows_capacity=not asked)
+        pool.on_servers_changed = self.control.capacity_changed
         if self._interrupt is not None:  # came after the startup had ended, before this line
             await runner.interrupt(cancel_in_flight=self._interrupt)
         silence = asyncio.ensure_future(self._say_event_silence())

@@ -31,6 +31,7 @@ from core.eval.results.calls import CallLog, ModelCall
 from core.eval.results.durable import make_folders
 from core.eval.results.folder import RunFolder
 from core.eval.results.logs import RunLog
+from core.eval.servers.directory import ServerDirectory
 from core.eval.servers.embedded import demo_rollout_server
 from core.eval.servers.launcher import DEPS_STEP, OUTPUT_STEP, launched_rollout_server
 from core.eval.servers.pool import ServerPool
@@ -84,6 +85,8 @@ class RunServices:
         self._on_step = on_step or (lambda _message: None)
         self.gateway: ModelGateway | None = None
         self.pool: ServerPool | None = None
+        #: Where the servers given by URL are (None: the run launched its own).
+        self.directory: ServerDirectory | None = None
         #: What points a server's feeds at this run (`_feeds`), once the receiver listens.
         self.feeds: dict[str, str] = {}
         #: The start-up step in progress; None before the first and once the servers are up.
@@ -146,6 +149,7 @@ class RunServices:
             api_key=self.server_api_key,
             # The pool logs its own events; the front end is told as well.
             on_event=lambda slot, event: self._tell(f"server {slot.url} {event}"),
+            directory=self.directory,
         )
         stack.push_async_callback(pool.aclose)
         # Shown once each server's state is known: before its first /health answer a server
@@ -245,7 +249,8 @@ class RunServices:
     ) -> tuple[str, ...]:
         plan, request = self.plan, self.plan.request
         if plan.mode == "servers":
-            return request.servers
+            directory = self.directory = ServerDirectory(request.servers, request.servers_file)
+            return tuple(await directory.endpoints())
         log = self._log
         if plan.mode == "embedded":
             # A bearer of the run's own: the server listens on loopback, where any local

@@ -38,6 +38,7 @@ class RunControl:
         self._log: RunLog | None = None
         self._recorder = recorder
         self._paused_early = False
+        self._follows_capacity = False
 
     def record_to(self, log: RunLog) -> None:
         """The run's folder is open (the recorder writes to it already): every action from
@@ -46,9 +47,12 @@ class RunControl:
         if self._paused_early:
             self._record_pause()
 
-    def steer(self, runner: EvalRunner) -> None:
-        """The runner exists: the controls act on it."""
+    def steer(self, runner: EvalRunner, *, follows_capacity: bool = False) -> None:
+        """The runner exists: the controls act on it. `follows_capacity`: its max-in-flight
+        is the servers' advertised capacity (nobody asked for another), and follows it as
+        servers join and leave until someone sets it (`capacity_changed`)."""
         self._runner = runner
+        self._follows_capacity = follows_capacity
         self._recorder.dispatch_started(runner.gate.limit)  # a replay shows it from the start
         if self._paused_early:
             runner.pause_dispatch()
@@ -86,13 +90,28 @@ class RunControl:
 
     def set_max_in_flight(self, limit: int) -> int:
         """Run up to `limit` work items at once, within the servers' capacity (lowering it
-        cancels nothing); returns the limit set."""
+        cancels nothing); returns the limit set. From then on it no longer follows the
+        servers' capacity."""
+        self._follows_capacity = False
+        return self._set_limit(limit, "")
+
+    def capacity_changed(self) -> None:
+        """Servers joined or left the run: a max-in-flight that follows their capacity
+        becomes the new capacity (recorded as any change of it)."""
+        runner = self._runner
+        if runner is None or not self._follows_capacity:
+            return
+        capacity = runner.pool.advertised_capacity()
+        if capacity is not None:
+            self._set_limit(capacity, " (the servers' capacity)")
+
+    def _set_limit(self, limit: int, why: str) -> int:
         runner = self._steered()
         before = runner.gate.limit
         limit_set = runner.set_max_in_flight(limit)
         if limit_set != before:
             self._record(
-                f"max in flight {before} -> {limit_set}",
+                f"max in flight {before} -> {limit_set}{why}",
                 action="max_in_flight",
                 value=limit_set,
                 details={"max_in_flight": limit_set, "requested": limit},

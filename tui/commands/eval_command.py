@@ -41,13 +41,15 @@ def run_eval(args: argparse.Namespace) -> int:
         prepare,
     )
     from core.eval.plan.secret_values import secrets_in_environment
+    from core.eval.plan.server_url import base_url
     from core.eval.reporter import OutputMode
     from core.eval.session import REFUSED_AT_START
 
     server_key = args.server_api_key or os.environ.get(SERVER_API_KEY_ENV) or None
     request = EvalRequest(
         config_path=args.config,
-        servers=tuple(url.rstrip("/") for url in args.server),
+        servers=tuple(base_url(url) for url in args.server),
+        servers_file=args.servers_file,
         server_api_key=server_key,
         dataset_file=args.dataset_file,
         chat_url=args.chat_url,

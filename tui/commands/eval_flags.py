@@ -124,7 +124,16 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         default=[],
         type=http_url,
         metavar="URL",
-        help="a running rollout server (repeat for several)",
+        help="a running rollout server (repeat for several); an http URL whose host name "
+        "resolves to several addresses (a headless Service) is that many servers, looked up "
+        "again while the run lives",
+    )
+    ours.add_argument(
+        "--servers-file",
+        type=Path,
+        metavar="FILE",
+        help="rollout server URLs, one a line (# comments), read again when the file changes: "
+        "servers added are used, servers removed get no new work",
     )
     ours.add_argument(
         "--server-api-key",
@@ -232,8 +241,12 @@ def eval_flag_problems(args: argparse.Namespace) -> list[InputProblem]:
         problem("--chat-model", "is empty: give the name the --chat-url server knows the model by")
     if args.fresh and args.retry_failed:
         problem("--fresh", "starts over, and --retry-failed resumes: pick one")
-    if args.config is None and not args.server and args.dataset_file is not None:
-        problem("--dataset-file", "needs a config or --server (the demo has its own data)")
+    given_servers = args.server or args.servers_file is not None
+    if args.config is None and not given_servers and args.dataset_file is not None:
+        problem(
+            "--dataset-file",
+            "needs a config, --server or --servers-file (the demo has its own data)",
+        )
     return problems
 
 
@@ -245,6 +258,8 @@ def rerun_command(args: argparse.Namespace) -> str:
         words.append(str(args.config))
     for url in args.server:
         words += ["--server", url]
+    if args.servers_file is not None:
+        words += ["--servers-file", str(args.servers_file)]
     repeated = (
         ("--output", args.output),
         ("--dataset-file", args.dataset_file),

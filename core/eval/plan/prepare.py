@@ -37,6 +37,7 @@ from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD
 from core.eval.results.provenance import run_provenance
 from core.eval.results.records import MAX_WORK_ITEMS, ItemKey, ItemResult, WorkItem
 from core.eval.results.source_digest import EMPTY_SOURCE_DIGEST, rollout_source_digest
+from core.eval.servers.directory import read_servers_file
 from core.eval.servers.launcher import LaunchError, resolve_entrypoint
 
 DEMO_DATASET_NAME = "demo"
@@ -57,6 +58,9 @@ class EvalRequest:
 
     config_path: Path | None = None
     servers: tuple[str, ...] = ()
+    """`--server` URLs."""
+    servers_file: Path | None = None
+    """`--servers-file`: one server URL a line, read again while the run lives."""
     server_api_key: str | None = field(default=None, repr=False)
     dataset_file: Path | None = None
     chat_url: str | None = None
@@ -135,8 +139,11 @@ class EvalPlan:
         runs (its name says only that it is none of ours)."""
         if self.config is not None or self.mode != "servers":
             return self.rollout_name
-        servers = self.request.servers
-        where = servers[0] if len(servers) == 1 else f"{len(servers)} servers"
+        servers, listed = self.request.servers, self.request.servers_file
+        if listed is not None:
+            where = f"the servers of {listed}" + (f" and {len(servers)} more" if servers else "")
+        else:
+            where = servers[0] if len(servers) == 1 else f"{len(servers)} servers"
         return f"{self.rollout_name} at {where}"
 
 
@@ -271,9 +278,12 @@ def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
             config = load_config(request.config_path, secret_values=secret_values)
         except InputError as exc:
             problems.extend(exc.problems)
+    given_servers = bool(request.servers) or request.servers_file is not None
     mode: ServerMode = (
-        "servers" if request.servers else "workspace" if request.config_path else "embedded"
+        "servers" if given_servers else "workspace" if request.config_path else "embedded"
     )
+    if request.servers_file is not None:
+        _collect(problems, read_servers_file, request.servers_file)
     _check_server_flags(request, config, mode, problems)
     if request.name is not None:
         try:
@@ -586,9 +596,11 @@ def _dataset_path(
             )
             return None
         return near(path)
-    if request.servers:
+    if request.servers or request.servers_file is not None:
         problems.append(
-            InputProblem("--dataset-file", None, None, "give --dataset-file with --server")
+            InputProblem(
+                "--dataset-file", None, None, "give --dataset-file with --server or --servers-file"
+            )
         )
         return None
     if problems:

@@ -124,13 +124,17 @@ class RunningEval:
         return self.process.returncode
 
 
-def start_eval(*args: str, cwd: Path, env: dict[str, str] | None = None) -> RunningEval:
+def start_eval(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, within: tuple[str, ...] = ()
+) -> RunningEval:
+    """`osmosis-tui eval args...` started, run by the command `within` when given (which
+    ends by running the command line it is given after its own words)."""
     handle, name = tempfile.mkstemp(dir=cwd, prefix="eval-", suffix=".out")
     os.close(handle)
     stdout, stderr = Path(name), Path(name).with_suffix(".err")
     with stdout.open("w") as out, stderr.open("w") as err:
         process = subprocess.Popen(
-            osmosis("eval", *args),
+            [*within, *osmosis("eval", *args)],
             cwd=cwd,
             env=env or child_env(),
             stdin=subprocess.DEVNULL,  # never a terminal: nothing may wait for an answer
