@@ -30,17 +30,6 @@ STATUS_STYLES: dict[str, str] = {
 CHIP_STATUSES = tuple(status for status in DISPLAY_STATUSES if status != NOT_ADMITTED)
 
 
-def compact_count(value: int | None) -> str:
-    """`812`, `9,876`, `12.3k`, `4.6M`: at most six characters."""
-    if value is None:
-        return "-"
-    if value < 10_000:
-        return f"{value:,}"
-    if value < 999_950:  # what would round up to "1000.0k" says "1.0M"
-        return f"{value / 1000:.1f}k"
-    return f"{value / 1_000_000:.1f}M"
-
-
 def money(usd: float) -> str:
     """`$12.34`, `$0.0421`, `$0.000336`: cents once they matter, else enough decimals for
     the price of a few small calls to show."""
