@@ -1,0 +1,106 @@
+"""The table of rollouts: a row each, as the dashboard's export writes it
+(`core.eval.results.export.export_row`), with its total time.
+
+Bounded: at most `MAX_ROWS` rows, the failures first (a shared report is read for them), then
+the rest by source row and attempt; the caption says how many are left out and where they all
+are (the run folder's files). A page of 100,000 table rows would not open on most machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.eval.duration_text import duration
+from core.eval.report.failures import is_failure
+from core.eval.report.markup import text
+from core.eval.results.export import export_row
+from core.rollout_record import RolloutRecord
+
+MAX_ROWS = 2_000
+#: The longest error text a cell shows; the failures section has it in full.
+MAX_ERROR_CHARS = 160
+HEADINGS = (
+    "row",
+    "attempt",
+    "rollout",
+    "server",
+    "status",
+    "reward",
+    "time",
+    "tokens",
+    "calls",
+    "error",
+)
+
+
+def table_order(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+    """Failures first, then by source row and attempt; rollouts sent by hand (no row) last."""
+
+    def key(record: RolloutRecord) -> tuple[bool, bool, int, int]:
+        row = record.source_row_index if record.source_row_index is not None else record.row_index
+        return (
+            not is_failure(record),
+            row is None,
+            row if row is not None else 0,
+            record.run_index if record.run_index is not None else 0,
+        )
+
+    return sorted(records, key=key)
+
+
+def rows_table(records: Sequence[RolloutRecord], zero: float) -> str:
+    """The table, with a caption saying what it holds."""
+    ordered = table_order(records)
+    shown = ordered[:MAX_ROWS]
+    left_out = len(ordered) - len(shown)
+    caption = f"{len(records):,} rollouts, failures first, then by source row and attempt"
+    if left_out:
+        caption += (
+            f"; the first {len(shown):,} are shown and {left_out:,} left out "
+            "(the run folder's events.jsonl holds every result)"
+        )
+    head = "".join(f"<th>{name}</th>" for name in HEADINGS)
+    body = "".join(_row(record, zero) for record in shown)
+    return (
+        f'<table id="rows" data-rows="{len(shown)}" data-left-out="{left_out}">'
+        f"<caption>{text(caption)}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def _row(record: RolloutRecord, zero: float) -> str:
+    row = export_row(record, zero)
+    total = None if record.terminal_at is None else record.terminal_at - record.submitted_at
+    error = record.masked(_error(row))
+    reward = row["reward"]
+    status = str(row["status"])
+    cells = [
+        _cell(row["source_row_index"]),
+        _cell(row["run_index"]),
+        f'<td class="id" title="{text(record.rollout_id)}">{text(record.rollout_id[:12])}</td>',
+        _cell(row["server"]),
+        f'<td class="status {text(status)}">{text(status)}</td>',
+        _cell(None if reward is None else f"{reward:g}", "number"),
+        _cell(None if total is None else duration(total), "number"),
+        _cell(row["tokens"], "number"),
+        _cell(row["model_calls"], "number"),
+        f'<td class="error" title="{text(error)}">{text(_cut(error))}</td>'
+        if error
+        else "<td></td>",
+    ]
+    return f'<tr data-rollout="{text(record.rollout_id)}">{"".join(cells)}</tr>'
+
+
+def _error(row: dict[str, object]) -> str:
+    category, message = row["err_category"], row["err_message"]
+    return ": ".join(str(part) for part in (category, message) if part)
+
+
+def _cut(error: str) -> str:
+    first = error.split("\n", 1)[0]
+    return first if len(first) <= MAX_ERROR_CHARS else first[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def _cell(value: object, css: str = "") -> str:
+    shown = "" if value is None else text(value)
+    return f'<td class="{css}">{shown}</td>' if css else f"<td>{shown}</td>"
