@@ -9,14 +9,10 @@ trajectory.json` stands in for it (its last live preview may lack the final answ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from core.eval.results.trials import TRAJECTORY_FILE
+from core.rollout_record import RolloutRecord
 from core.transcript import Transcript, preview_path, read_trajectory, transcript_of_sample
-
-# A type only: a record's module loads the rollout client (and httpx).
-if TYPE_CHECKING:
-    from core.rollout_record import RolloutRecord
 
 
 def sample_transcript(record: RolloutRecord) -> Transcript | None:
