@@ -85,7 +85,7 @@ def test_the_timeline_counts_what_the_run_timeline_counts(demo_folder: Path) -> 
 
 
 def test_the_table_holds_every_rollout_failures_first(demo_folder: Path) -> None:
-    report, _page, elements = drawn(demo_folder)
+    report, page, elements = drawn(demo_folder)
     table = elements.having("table", id="rows")[0]
     assert int(table["data-rows"]) == len(report.records) == DEMO_ROWS
     assert table["data-left-out"] == "0"
@@ -93,6 +93,9 @@ def test_the_table_holds_every_rollout_failures_first(demo_folder: Path) -> None
     assert sorted(rows) == sorted(record.rollout_id for record in report.records)
     failed = {r.rollout_id for r in report.records if r.display_status == "failure"}
     assert len(failed) == 2 and set(rows[:2]) == failed
+    # Each rollout's server: the lane the server's own events put it in.
+    lanes = [lane for lane in report.timeline.lanes() if lane]
+    assert lanes and all(page.count(f"<td>{lane}</td>") for lane in lanes)
 
 
 def test_failures_are_listed_with_their_messages(demo_folder: Path) -> None:
@@ -160,6 +163,6 @@ def _bars_of(page: str, metric: str) -> list[dict[str, str]]:
 def test_a_big_table_is_cut_and_says_so(demo_folder: Path) -> None:
     report, _page, _elements = drawn(demo_folder)
     many = list(report.records) * (MAX_ROWS // DEMO_ROWS + 1)
-    table = Elements(rows_table(many, report.zero)).having("table", id="rows")[0]
+    table = Elements(rows_table(many, report.zero, report.timeline)).having("table", id="rows")[0]
     assert int(table["data-rows"]) == MAX_ROWS
     assert int(table["data-left-out"]) == len(many) - MAX_ROWS

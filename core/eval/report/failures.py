@@ -67,8 +67,8 @@ def _failure(record: RolloutRecord, transcript: Transcript | None, index: int) -
         + (f" · {text(category)}" if category else "")
     )
     calls = "".join(
-        f'<pre class="message">model call {call.call_id} '
-        f"({'abandoned' if call.status is None else f'HTTP {call.status}'}): "
+        f'<pre class="message">model call {call.call_id}'
+        f"{'' if call.status is None else f' (HTTP {call.status})'}: "
         f"{_said(record, call.error)}</pre>"
         for call in record.model.recent
         if call.error

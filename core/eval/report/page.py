@@ -32,9 +32,10 @@ h2 { font-size: 18px; margin: 36px 0 10px; padding-bottom: 4px;
   border-bottom: 1px solid var(--line); }
 h3 { font-size: 14px; margin: 0 0 4px; }
 .note { color: var(--muted); font-size: 13px; }
-dl.figures { display: flex; flex-wrap: wrap; gap: 10px; margin: 16px 0 0; }
-dl.figures div { flex: 1 1 0; background: var(--wash); border: 1px solid var(--line);
-  border-radius: 6px; padding: 8px 12px; min-width: 96px; }
+dl.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(124px, 1fr));
+  gap: 10px; margin: 16px 0 0; }
+dl.figures div { background: var(--wash); border: 1px solid var(--line); border-radius: 6px;
+  padding: 8px 12px; white-space: nowrap; }
 dl.figures dt { color: var(--muted); font-size: 12px; }
 dl.figures dd { margin: 0; font-size: 20px; font-weight: 600; }
 figure { margin: 0; }
@@ -86,7 +87,7 @@ caption { text-align: left; color: var(--muted); padding-bottom: 6px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: left;
   vertical-align: top; }
 th { background: var(--wash); position: sticky; top: 0; }
-td.number { text-align: right; font-variant-numeric: tabular-nums; }
+th.number, td.number { text-align: right; font-variant-numeric: tabular-nums; }
 td.id, .id { font-family: ui-monospace, monospace; font-size: 12px; }
 td.error { color: var(--failure); max-width: 360px; overflow-wrap: anywhere; }
 .status.success { color: var(--success); } .status.failure { color: var(--failure); }
@@ -111,6 +112,7 @@ def render_report(report: RunReport) -> str:
     """The page of `report`, as text (UTF-8 when written)."""
     title = f"osmosis-tui report: {report.name}"
     warnings = "".join(f"<li>{text(warning)}</li>" for warning in report.warnings)
+    rows = rows_table(report.records, report.zero, report.timeline)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -127,7 +129,7 @@ def render_report(report: RunReport) -> str:
         "model calls, tokens and reward, with their 50th, 95th and 99th percentiles.</p>"
         f"{histograms(report.records)}</section>"
         f"<section><h2>Failures</h2>{failures(report.records, report.transcript_of)}</section>"
-        f"<section><h2>Rollouts</h2>{rows_table(report.records, report.zero)}</section>"
+        f"<section><h2>Rollouts</h2>{rows}</section>"
         + (
             f'<section><h2>Not read</h2><ul class="warnings">{warnings}</ul></section>'
             if warnings
@@ -144,9 +146,9 @@ def _figures(report: RunReport) -> str:
     rate = "-" if done.pass_rate is None else f"{done.pass_rate:.1%}"
     mean = "-" if done.mean_reward is None else f"{done.mean_reward:.3f}"
     shown = [
-        ("work items done", f"{done.done:,} / {done.total:,}"),
+        ("work items done", f"{done.done:,}/{done.total:,}"),
         ("passed", f"{done.passed:,}"),
-        (f"pass rate (reward ≥ {report.pass_threshold:g})", rate),
+        (f"pass rate (≥ {report.pass_threshold:g})", rate),
         ("mean reward", mean),
         ("rollouts", f"{len(report.records):,}"),
         ("failed", f"{sum(is_failure(record) for record in report.records):,}"),

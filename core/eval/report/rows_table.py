@@ -14,22 +14,24 @@ from core.eval.duration_text import duration
 from core.eval.report.failures import is_failure
 from core.eval.report.markup import text
 from core.eval.results.export import export_row
+from core.eval.timeline.model import RunTimeline
 from core.rollout_record import RolloutRecord
 
 MAX_ROWS = 2_000
 #: The longest error text a cell shows; the failures section has it in full.
 MAX_ERROR_CHARS = 160
+#: The columns: heading, and whether it holds numbers (aligned right).
 HEADINGS = (
-    "row",
-    "attempt",
-    "rollout",
-    "server",
-    "status",
-    "reward",
-    "time",
-    "tokens",
-    "calls",
-    "error",
+    ("row", False),
+    ("attempt", False),
+    ("rollout", False),
+    ("server", False),
+    ("status", False),
+    ("reward", True),
+    ("time", True),
+    ("tokens", True),
+    ("calls", True),
+    ("error", False),
 )
 
 
@@ -48,8 +50,10 @@ def table_order(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
     return sorted(records, key=key)
 
 
-def rows_table(records: Sequence[RolloutRecord], zero: float) -> str:
-    """The table, with a caption saying what it holds."""
+def rows_table(records: Sequence[RolloutRecord], zero: float, timeline: RunTimeline) -> str:
+    """The table, with a caption saying what it holds; a rollout's server is the one its
+    record names, else the lane `timeline` put it in (a replay knows it from the server's
+    own events)."""
     ordered = table_order(records)
     shown = ordered[:MAX_ROWS]
     left_out = len(ordered) - len(shown)
@@ -59,8 +63,11 @@ def rows_table(records: Sequence[RolloutRecord], zero: float) -> str:
             f"; the first {len(shown):,} are shown and {left_out:,} left out "
             "(the run folder's events.jsonl holds every result)"
         )
-    head = "".join(f"<th>{name}</th>" for name in HEADINGS)
-    body = "".join(_row(record, zero) for record in shown)
+    head = "".join(
+        f'<th class="number">{name}</th>' if numbers else f"<th>{name}</th>"
+        for name, numbers in HEADINGS
+    )
+    body = "".join(_row(record, zero, timeline) for record in shown)
     return (
         f'<table id="rows" data-rows="{len(shown)}" data-left-out="{left_out}">'
         f"<caption>{text(caption)}</caption><thead><tr>{head}</tr></thead>"
@@ -68,7 +75,7 @@ def rows_table(records: Sequence[RolloutRecord], zero: float) -> str:
     )
 
 
-def _row(record: RolloutRecord, zero: float) -> str:
+def _row(record: RolloutRecord, zero: float, timeline: RunTimeline) -> str:
     row = export_row(record, zero)
     total = None if record.terminal_at is None else record.terminal_at - record.submitted_at
     error = record.masked(_error(row))
@@ -78,7 +85,7 @@ def _row(record: RolloutRecord, zero: float) -> str:
         _cell(row["source_row_index"]),
         _cell(row["run_index"]),
         f'<td class="id" title="{text(record.rollout_id)}">{text(record.rollout_id[:12])}</td>',
-        _cell(row["server"]),
+        _cell(row["server"] or _lane(timeline, record.rollout_id)),
         f'<td class="status {text(status)}">{text(status)}</td>',
         _cell(None if reward is None else f"{reward:g}", "number"),
         _cell(None if total is None else duration(total), "number"),
@@ -89,6 +96,11 @@ def _row(record: RolloutRecord, zero: float) -> str:
         else "<td></td>",
     ]
     return f'<tr data-rollout="{text(record.rollout_id)}">{"".join(cells)}</tr>'
+
+
+def _lane(timeline: RunTimeline, rollout_id: str) -> str | None:
+    span = timeline.spans.get(rollout_id)
+    return span.lane if span is not None and span.lane else None
 
 
 def _error(row: dict[str, object]) -> str:
