@@ -79,7 +79,8 @@ ul.legend { display: flex; flex-wrap: wrap; gap: 4px 16px; list-style: none; pad
 .swatch.state.down { background: #ffcecb; } .swatch.state.draining { background: #fff1b3; }
 .swatch.refused, .swatch.marker.stuck { background: var(--failure); }
 .swatch.marker { background: #57606a; }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 12px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 12px;
+  align-items: start; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; }
 .card .figures { margin: 2px 0 0; font-size: 13px; color: var(--muted); }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
