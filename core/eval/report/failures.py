@@ -9,7 +9,7 @@ Every text goes through the record's redaction (`RolloutRecord.masked`) before i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from core.eval.report.markup import text
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
@@ -30,15 +30,23 @@ def is_failure(record: RolloutRecord) -> bool:
     return record.display_status in FAILED
 
 
+def in_row_order(records: Iterable[RolloutRecord]) -> list[RolloutRecord]:
+    """By source row (the work item's row when the record has none) and attempt; rollouts
+    sent by hand, which have no row, last."""
+
+    def key(record: RolloutRecord) -> tuple[bool, int, int]:
+        row = record.source_row_index if record.source_row_index is not None else record.row_index
+        return (row is None, row or 0, record.run_index or 0)
+
+    return sorted(records, key=key)
+
+
 def failures(
     records: Sequence[RolloutRecord],
     transcript_of: Callable[[RolloutRecord], Transcript | None],
 ) -> str:
     """The section's body: a note when nothing failed, else a list of the failures."""
-    failed = sorted(
-        (record for record in records if is_failure(record)),
-        key=lambda r: (r.source_row_index is None, r.source_row_index or 0, r.run_index or 0),
-    )
+    failed = [record for record in in_row_order(records) if is_failure(record)]
     if not failed:
         return '<p class="note">No rollout failed.</p>'
     shown = failed[:MAX_FAILURES]

@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.eval.duration_text import duration
-from core.eval.report.failures import is_failure
+from core.eval.report.failures import in_row_order, is_failure
 from core.eval.report.markup import text
 from core.eval.results.export import export_row
 from core.eval.timeline.model import RunTimeline
 from core.rollout_record import RolloutRecord
 
 MAX_ROWS = 2_000
-#: The longest error text a cell shows; the failures section has it in full.
+#: The longest error text a cell shows, and its tooltip; the failures section has more.
 MAX_ERROR_CHARS = 160
+MAX_TOOLTIP_CHARS = 1_000
 #: The columns: heading, and whether it holds numbers (aligned right).
 HEADINGS = (
     ("row", False),
@@ -36,18 +37,9 @@ HEADINGS = (
 
 
 def table_order(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
-    """Failures first, then by source row and attempt; rollouts sent by hand (no row) last."""
-
-    def key(record: RolloutRecord) -> tuple[bool, bool, int, int]:
-        row = record.source_row_index if record.source_row_index is not None else record.row_index
-        return (
-            not is_failure(record),
-            row is None,
-            row if row is not None else 0,
-            record.run_index if record.run_index is not None else 0,
-        )
-
-    return sorted(records, key=key)
+    """Failures first, then the rest, each by source row and attempt (`in_row_order`)."""
+    ordered = in_row_order(records)
+    return [r for r in ordered if is_failure(r)] + [r for r in ordered if not is_failure(r)]
 
 
 def rows_table(records: Sequence[RolloutRecord], zero: float, timeline: RunTimeline) -> str:
@@ -91,7 +83,7 @@ def _row(record: RolloutRecord, zero: float, timeline: RunTimeline) -> str:
         _cell(None if total is None else duration(total), "number"),
         _cell(row["tokens"], "number"),
         _cell(row["model_calls"], "number"),
-        f'<td class="error" title="{text(error)}">{text(_cut(error))}</td>'
+        f'<td class="error" title="{text(error[:MAX_TOOLTIP_CHARS])}">{text(_cut(error))}</td>'
         if error
         else "<td></td>",
     ]
