@@ -12,11 +12,10 @@ tooltip (`<title>`), which a browser shows without any script.
 from __future__ import annotations
 
 from collections import Counter
-from urllib.parse import urlsplit
 
 from core.eval.duration_text import duration
 from core.eval.report.markup import number, text
-from core.eval.timeline.axis import tick_step
+from core.eval.timeline.labels import lane_label, tick_step
 from core.eval.timeline.model import NOT_ADMITTED, UNTRACKED, MarkerKind, RunTimeline
 from core.types import RolloutStatus
 
@@ -29,6 +28,7 @@ MIN_SPAN_SEC = 1.0
 
 WIDTH = 1000.0
 GUTTER = 118.0  # the labels' room, left of the plot
+LABEL_CHARS = 18  # what fits in it
 PLOT = WIDTH - GUTTER - 12.0
 COLUMN = PLOT / COLUMNS
 BAND = 150.0
@@ -66,14 +66,6 @@ def window(timeline: RunTimeline) -> tuple[float, float]:
     start = timeline.start
     end = max(timeline.end, start + MIN_SPAN_SEC)
     return start, end + (end - start) / 1000
-
-
-def lane_label(lane: str) -> str:
-    """A server's lane as the gutter names it: its address without the scheme, else its id."""
-    if not lane:
-        return "server"
-    shown = urlsplit(lane).netloc or lane
-    return shown if len(shown) <= 18 else "…" + shown[-17:]
 
 
 def timeline_svg(timeline: RunTimeline) -> str:
@@ -215,7 +207,7 @@ def _lane(timeline: RunTimeline, lane: str, t0: float, t1: float, top: float) ->
                 f'width="{number(max(COLUMN, 2.0))}" height="6"><title>{refused} refused'
                 "</title></rect>"
             )
-    parts.append(_label(top + LANE / 2 + 4, lane_label(lane)))
+    parts.append(_label(top + LANE / 2 + 4, lane_label(lane, LABEL_CHARS)))
     parts.append("</g>")
     return "".join(parts)
 

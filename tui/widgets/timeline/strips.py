@@ -23,7 +23,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from core.eval.duration_text import duration
-from core.eval.timeline.axis import tick_step
+from core.eval.timeline.labels import tick_step
 from core.eval.timeline.model import NOT_ADMITTED, UNTRACKED, Marker, MarkerKind, RunTimeline
 from core.types import RolloutStatus
 from tui.widgets.timeline.window import TimeWindow
