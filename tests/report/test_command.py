@@ -3,6 +3,7 @@ cannot use (exit status 2, naming the path)."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ def test_the_page_goes_into_the_run_folder(hostile_folder: Path, tmp_path: Path)
     page = hostile_folder / "report.html"
     assert done.stdout.strip() == str(page)
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600  # as every file of the run folder
 
 
 def test_o_writes_it_elsewhere(demo_folder: Path, tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ def add_report(commands: Any) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     from core.eval.report.page import render_report
+    from core.eval.results.durable import write_bytes_atomic
     from tui.sources.replay import ReplayError, ReplaySource
 
     folder: Path = args.run
@@ -57,7 +58,9 @@ def run_report(args: argparse.Namespace) -> int:
     output: Path = args.output if args.output is not None else source.folder / REPORT_FILE
     page = render_report(report_of(source))
     try:
-        output.write_text(page, encoding="utf-8")
+        # Whole or not at all, and owner-only like every file of a run folder: the page holds
+        # the run's prompts and answers; sharing it is the user's own step.
+        write_bytes_atomic(output, page.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"{output}: cannot write the report ({exc.strerror or exc})") from None
     for warning in source.warnings:
