@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from core.eval.gateway.payloads import message_text
-from core.eval.safe_text import replace_unsafe
+from core.eval.safe_text import multi_line, replace_unsafe
 from core.rollout_record import DISPLAY_STATUSES, NOT_ADMITTED
 from core.transcript import content_text
 from core.types import RolloutStatus
@@ -50,12 +50,6 @@ def one_line(text: str) -> str:
     """Untrusted text for one line (a cell, a log line): line breaks and tabs as spaces, any
     other character that may not reach a terminal as U+FFFD; the same length as `text`."""
     return replace_unsafe(text.translate(_AS_SPACE))
-
-
-def multi_line(text: str) -> str:
-    """Untrusted text for a block that wraps (a prompt, a reply): its own line breaks kept,
-    tabs as spaces, any other character that may not reach a terminal as U+FFFD."""
-    return "\n".join(replace_unsafe(line.expandtabs(4)) for line in text.splitlines())
 
 
 def message_shown(message: Mapping[str, Any]) -> str:

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import html
 
-from core.eval.safe_text import replace_unsafe
+from core.eval.safe_text import multi_line
 
 
 def text(value: object) -> str:
-    """`value` as HTML text or an attribute's value: its line breaks kept (a `pre-wrap` block
-    shows them), every other unsafe character replaced (`replace_unsafe`), `<`, `&` and both
-    quotes escaped."""
-    return "\n".join(
-        html.escape(replace_unsafe(line), quote=True) for line in str(value).split("\n")
-    )
+    """`value` as HTML text or an attribute's value: made safe as the dashboard's blocks are
+    (`multi_line`: line breaks kept for a `pre-wrap` block, tabs as spaces, every other unsafe
+    character replaced), then `<`, `&` and both quotes escaped."""
+    return html.escape(multi_line(str(value)), quote=True)
 
 
 def number(value: float) -> str:
