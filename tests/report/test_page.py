@@ -166,3 +166,15 @@ def test_a_big_table_is_cut_and_says_so(demo_folder: Path) -> None:
     table = Elements(rows_table(many, report.zero, report.timeline)).having("table", id="rows")[0]
     assert int(table["data-rows"]) == MAX_ROWS
     assert int(table["data-left-out"]) == len(many) - MAX_ROWS
+
+
+def test_every_text_goes_through_the_record_s_redactor(hostile_folder: Path) -> None:
+    # A run's board masks its secrets (a live run's does; a replay's has none to mask): the
+    # page shows only what the redactor leaves, in the table, the failures and the
+    # conversations alike.
+    report = report_of(ReplaySource(hostile_folder))
+    for record in report.records:
+        record.redact = lambda text: text.replace("Boom", "***").replace("question", "***")
+    page = render_report(report)
+    assert "Boom" not in page and "question" not in page
+    assert page.count("***") >= 3  # the error in the table and in the list, a conversation
