@@ -42,6 +42,7 @@ from textual.widgets import Input
 
 from core.board import RolloutBoard
 from core.eval.results.export import write_export
+from core.eval.safe_text import multi_line
 from core.rollout_record import RolloutRecord
 from tui.bindings import (
     DASHBOARD_BINDINGS,
@@ -69,7 +70,7 @@ from tui.widgets.details import DetailsPane
 from tui.widgets.end_banner import EndBanner
 from tui.widgets.event_log import EventLog
 from tui.widgets.fitted_footer import FittedFooter
-from tui.widgets.format import multi_line, one_line
+from tui.widgets.format import one_line
 from tui.widgets.grid.rows import GridRow
 from tui.widgets.phase_track import LEGEND
 from tui.widgets.silence_banner import SilenceBanner

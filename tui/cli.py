@@ -15,6 +15,7 @@ from tui.commands.eval_command import add_eval
 from tui.commands.eval_flags import OUTPUT_FLAGS
 from tui.commands.parser import CommandParser
 from tui.commands.replay import add_replay
+from tui.commands.report import add_report
 from tui.commands.runs import add_runs
 from tui.commands.serve import add_serve
 from tui.commands.std_streams import forgiving_std_streams
@@ -74,6 +75,7 @@ def build_parser() -> CommandParser:
     add_eval(commands)
     add_serve(commands)
     add_replay(commands)
+    add_report(commands)
     add_attach(commands)
     add_runs(commands)
     add_compare(commands)

@@ -8,7 +8,9 @@ cursor, recolour the terminal or reorder the rest of a line. Two renderings appl
 - `terminal_safe` (and `quote_text`) escape them visibly (ESC as `\\x1b`) for the headless output
   and error messages, where the reader may want to know what the value held;
 - `replace_unsafe` puts one U+FFFD in place of each, for the dashboard, where a cell must keep
-  its width (it wraps the result in Rich `Text`, so `[` is never read as markup either).
+  its width (it wraps the result in Rich `Text`, so `[` is never read as markup either);
+  `multi_line` does the same a line at a time, for a block that keeps its line breaks (the
+  dashboard's prompts and replies, the report's conversations).
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ def replace_unsafe(text: str) -> str:
     if text.isprintable():  # the common case; isprintable() is stricter than the rule
         return text
     return "".join(REPLACEMENT if _unsafe(char) else char for char in text)
+
+
+def multi_line(text: str) -> str:
+    """Untrusted text for a block that wraps (a prompt, a reply): its own line breaks kept,
+    tabs as spaces, any other character that may not reach a terminal as U+FFFD."""
+    return "\n".join(replace_unsafe(line.expandtabs(4)) for line in text.splitlines())
 
 
 def shown_value(value: object) -> str:

@@ -56,7 +56,7 @@ def test_a_mistake_prints_a_short_usage_and_where_the_help_is(tmp_path: Path) ->
         (("--verison",), "unknown flag --verison; did you mean --version?"),
         (
             ("evl",),
-            "invalid choice 'evl' (choose from eval, serve, replay, attach, runs, "
+            "invalid choice 'evl' (choose from eval, serve, replay, report, attach, runs, "
             "compare); did you mean eval?",
         ),
         (("server", "--demo"), "did you mean serve?"),

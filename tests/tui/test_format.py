@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core.eval.duration_text import duration
-from tui.widgets.format import message_shown, multi_line, one_line, plain
+from core.eval.safe_text import multi_line
+from tui.widgets.format import message_shown, one_line, plain
 
 
 @pytest.mark.parametrize(

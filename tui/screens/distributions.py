@@ -21,9 +21,16 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from core.eval.timing.distributions import METRICS, Distribution, distribution_of, samples_of
+from core.eval.timing.distributions import (
+    METRICS,
+    Distribution,
+    bin_label,
+    distribution_of,
+    samples_of,
+    value_text,
+)
 from core.rollout_record import RolloutRecord
-from tui.widgets.histogram import Histogram, bin_label, value_text
+from tui.widgets.histogram import Histogram
 from tui.widgets.table.view import RolloutPick
 
 REFRESH_SEC = 1.0

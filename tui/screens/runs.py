@@ -23,9 +23,10 @@ from textual.widgets import DataTable, Static
 from core.eval.attach.run_list import ListedRun, local_time
 from core.eval.compare.compared_run import CompareInputError
 from core.eval.compare.comparison import Comparison, compare_folders
+from core.eval.safe_text import multi_line
 from tui.screens.compare import CompareScreen
 from tui.widgets.fitted_footer import FittedFooter
-from tui.widgets.format import multi_line, plain
+from tui.widgets.format import plain
 
 FOOTER_PRIORITY = ("quit", "help", "compare", "mark")
 COLUMNS = ("", "name", "status", "done", "pass", "started", "by")

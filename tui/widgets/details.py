@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from core.board import RolloutBoard
+from core.eval.count_text import compact_count
 from core.eval.duration_text import duration
 from core.eval.timing.waterfall import waterfall
 from core.model_activity import ModelActivity, ModelCallReport
@@ -22,7 +23,6 @@ from core.rollout_record import RolloutRecord
 from core.transcript import content_text
 from core.types import RolloutStatus
 from tui.widgets.format import (
-    compact_count,
     message_shown,
     money,
     plain,

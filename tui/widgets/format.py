@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from core.eval.gateway.payloads import message_text
-from core.eval.safe_text import replace_unsafe
+from core.eval.safe_text import multi_line, replace_unsafe
 from core.rollout_record import DISPLAY_STATUSES, NOT_ADMITTED
 from core.transcript import content_text
 from core.types import RolloutStatus
@@ -28,17 +28,6 @@ STATUS_STYLES: dict[str, str] = {
 #: The statuses with a summary chip and a filter key of their own: a rollout never admitted
 #: is counted apart, and shown with the failures.
 CHIP_STATUSES = tuple(status for status in DISPLAY_STATUSES if status != NOT_ADMITTED)
-
-
-def compact_count(value: int | None) -> str:
-    """`812`, `9,876`, `12.3k`, `4.6M`: at most six characters."""
-    if value is None:
-        return "-"
-    if value < 10_000:
-        return f"{value:,}"
-    if value < 999_950:  # what would round up to "1000.0k" says "1.0M"
-        return f"{value / 1000:.1f}k"
-    return f"{value / 1_000_000:.1f}M"
 
 
 def money(usd: float) -> str:
@@ -61,12 +50,6 @@ def one_line(text: str) -> str:
     """Untrusted text for one line (a cell, a log line): line breaks and tabs as spaces, any
     other character that may not reach a terminal as U+FFFD; the same length as `text`."""
     return replace_unsafe(text.translate(_AS_SPACE))
-
-
-def multi_line(text: str) -> str:
-    """Untrusted text for a block that wraps (a prompt, a reply): its own line breaks kept,
-    tabs as spaces, any other character that may not reach a terminal as U+FFFD."""
-    return "\n".join(replace_unsafe(line.expandtabs(4)) for line in text.splitlines())
 
 
 def message_shown(message: Mapping[str, Any]) -> str:

@@ -17,10 +17,15 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from core.eval.duration_text import duration
-from core.eval.timing.distributions import Bin, Distribution, Metric, Sample, distribution_of
+from core.eval.timing.distributions import (
+    Bin,
+    Distribution,
+    Metric,
+    Sample,
+    bin_label,
+    distribution_of,
+)
 from tui.widgets.blocks import bar
-from tui.widgets.format import compact_count
 
 #: The most bins drawn, however tall the widget.
 MAX_BINS = 20
@@ -29,20 +34,6 @@ COUNT_WIDTH = 6
 MARKS_WIDTH = 12
 #: The longest bar: the counts stay near their bars on a wide terminal.
 MAX_BAR = 60
-
-
-def value_text(metric: Metric, value: float) -> str:
-    """A value of `metric` as a bin's range shows it: seconds to the hundredth below 10 s
-    (bins are often that narrow), tokens as counts, rewards to two places."""
-    if metric.unit == "s":
-        return f"{value:.2f}s" if value < 10 else duration(value)
-    if metric.unit == "tokens":
-        return compact_count(round(value))
-    return f"{value:.2f}"
-
-
-def bin_label(metric: Metric, found: Bin) -> str:
-    return f"{value_text(metric, found.low)}–{value_text(metric, found.high)}"
 
 
 class Histogram(Widget, can_focus=True):
@@ -182,4 +173,4 @@ class Histogram(Widget, can_focus=True):
         return lines
 
 
-__all__ = ["MAX_BINS", "Histogram", "bin_label", "value_text"]
+__all__ = ["MAX_BINS", "Histogram"]

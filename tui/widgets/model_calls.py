@@ -6,10 +6,11 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from core.eval.count_text import compact_count
 from core.eval.duration_text import duration
 from core.model_activity import MODEL_CALLS_KEPT, ModelActivity, ModelCallReport
 from tui.widgets.details import call_status
-from tui.widgets.format import compact_count, money, plain
+from tui.widgets.format import money, plain
 
 
 def model_call_list(activity: ModelActivity, t0: float, now: float) -> RenderableType:

@@ -13,12 +13,13 @@ from textual.widgets import Static
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import BaselineCounts
+from core.eval.count_text import compact_count
 from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
 from core.rollout_record import NOT_ADMITTED
 from core.types import RolloutStatus
 from tui.sources.base import ServerView
-from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, compact_count, money, one_line, plain
+from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, money, one_line, plain
 
 # A chip per status, then the board's own counts of stuck and untracked rollouts (and one for
 # rollouts never admitted, when there are some).

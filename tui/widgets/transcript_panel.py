@@ -17,16 +17,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from core.eval.results.trials import TRAJECTORY_FILE
+from core.eval.final_transcript import sample_transcript, trajectory_transcript
 from core.rollout_record import RolloutRecord
-from core.transcript import (
-    PREVIEW_MISSING,
-    PreviewWatcher,
-    Transcript,
-    preview_path,
-    read_trajectory,
-    transcript_of_sample,
-)
+from core.transcript import PREVIEW_MISSING, PreviewWatcher, Transcript, preview_path
 from core.types import RolloutResultResponse
 from tui.sources.base import DashboardSource
 from tui.widgets.transcript import Shown, TranscriptView, header, steps
@@ -115,27 +108,15 @@ class TranscriptPanel(Vertical):
             return None
         if result is not self._sample_of:
             self._sample_of = result
-            sample = result.sample
-            self._sample = (
-                transcript_of_sample(sample, status=result.status.value)
-                if sample is not None and sample.messages
-                else None
-            )
+            self._sample = sample_transcript(self.record)
         return self._sample
 
     def _trajectory(self) -> Transcript | None:
         """A finished rollout's conversation as its server left it in the run folder (the
         official server's result carries no messages, and its last preview may lack the final
         answer): looked for until found, then kept (the file no longer changes)."""
-        if self._trajectory_read is None and self.record.finished:
-            root = self.source.trials_root
-            path = (
-                None
-                if root is None
-                else preview_path(root, self.record.rollout_id, TRAJECTORY_FILE)
-            )
-            if path is not None:
-                self._trajectory_read = read_trajectory(path, root=root)
+        if self._trajectory_read is None:
+            self._trajectory_read = trajectory_transcript(self.record, self.source.trials_root)
         return self._trajectory_read
 
     def _watcher(self) -> PreviewWatcher | None:

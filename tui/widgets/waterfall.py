@@ -16,11 +16,12 @@ import math
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from core.eval.count_text import compact_count
 from core.eval.duration_text import duration
 from core.eval.timing.waterfall import Segment, Waterfall
 from core.phases import SkipReason
 from tui.widgets.blocks import eighths
-from tui.widgets.format import STATUS_STYLES, compact_count
+from tui.widgets.format import STATUS_STYLES
 
 #: The labels' column: as wide as the longest label, from `LABEL_WIDTH` to `MAX_LABEL`
 #: (Harbor's `environment_setup` is 17).

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from core.eval.count_text import compact_count
+from core.eval.duration_text import duration
 from core.phases import PHASES
 from core.rollout_record import RolloutRecord
 from core.types import PHASE_ORDER, RolloutStatus
@@ -228,6 +230,20 @@ def distribution_of(metric: Metric, samples: list[Sample], bins: int) -> Distrib
     )
 
 
+def value_text(metric: Metric, value: float) -> str:
+    """A value of `metric` as a bin's range shows it: seconds to the hundredth below 10 s
+    (bins are often that narrow), tokens as counts, rewards to two places."""
+    if metric.unit == "s":
+        return f"{value:.2f}s" if value < 10 else duration(value)
+    if metric.unit == "tokens":
+        return compact_count(round(value))
+    return f"{value:.2f}"
+
+
+def bin_label(metric: Metric, found: Bin) -> str:
+    return f"{value_text(metric, found.low)}–{value_text(metric, found.high)}"
+
+
 __all__ = [
     "METRICS",
     "METRIC_KEYS",
@@ -236,10 +252,12 @@ __all__ = [
     "Distribution",
     "Metric",
     "Sample",
+    "bin_label",
     "distribution",
     "distribution_of",
     "histogram",
     "nice_width",
     "percentile",
     "samples_of",
+    "value_text",
 ]

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from core.board import RolloutBoard
 from core.eval.compare.baseline import Baseline
 from core.eval.compare.outcomes import ItemOutcome
+from core.eval.count_text import compact_count
 from core.eval.duration_text import duration
 from core.rollout_record import RolloutRecord
-from tui.widgets.format import STATUS_STYLES, compact_count, one_line, reward
+from tui.widgets.format import STATUS_STYLES, one_line, reward
 
 PHASE_TRACK_WIDTH = 7  # four glyphs and three connectors
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from urllib.parse import urlsplit
 
 from rich.style import Style
 from textual.binding import Binding
@@ -20,6 +19,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
+from core.eval.timeline import labels
 from core.eval.timeline.model import RunTimeline
 from tui.widgets.timeline.strips import GUTTER, ROLES, Look, Picture, draw, title, with_cursor
 from tui.widgets.timeline.window import BIG_STEP, PAN_STEP, ZOOM_FACTOR, TimeWindow
@@ -44,13 +44,8 @@ _ROLE_CSS = {
 
 
 def lane_label(lane: str) -> str:
-    """A server's lane as its label fits the gutter: the end of its address (a URL's port
-    tells the run's servers apart), or its `server_id`."""
-    if not lane:
-        return "server"
-    shown = urlsplit(lane).netloc or lane
-    room = GUTTER - 1
-    return shown if len(shown) <= room else "…" + shown[-(room - 1) :]
+    """A server's lane as its label fits the gutter."""
+    return labels.lane_label(lane, GUTTER - 1)
 
 
 class TimelinePane(Widget, can_focus=True):

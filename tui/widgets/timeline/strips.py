@@ -23,6 +23,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from core.eval.duration_text import duration
+from core.eval.timeline.labels import tick_step
 from core.eval.timeline.model import NOT_ADMITTED, UNTRACKED, Marker, MarkerKind, RunTimeline
 from core.types import RolloutStatus
 from tui.widgets.timeline.window import TimeWindow
@@ -212,7 +213,7 @@ def _band(
 
 def _axis(window: TimeWindow, columns: int, look: Look, width: int) -> Strip:
     """Ticks at round times, each labelled where its label fits."""
-    step = _tick_step(window.span, columns)
+    step = tick_step(window.span, max(columns, 1) / 12)  # a tick every 12 columns or more
     chars = ["─"] * columns
     first = math.ceil(window.t0 / step)
     tick = first
@@ -229,15 +230,6 @@ def _axis(window: TimeWindow, columns: int, look: Look, width: int) -> Strip:
             chars[column + 1 : column + 1 + len(label)] = label
     style = look("axis")
     return _strip("", [(char, style) for char in chars], look, width)
-
-
-def _tick_step(span: float, columns: int) -> float:
-    """A round step that puts a tick every 12 columns or more."""
-    wanted = span * 12 / max(columns, 1)
-    for step in (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600):
-        if step >= wanted:
-            return float(step)
-    return 3600.0 * math.ceil(wanted / 3600)
 
 
 def _lane(
