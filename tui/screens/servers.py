@@ -131,6 +131,7 @@ class ServersScreen(ModalScreen[None]):
         self._title = Static(id="servers-title")
         self.table: DataTable[Text | str] = DataTable(cursor_type="row", zebra_stripes=True)
         self._views: dict[str, ServerView] = {}
+        self._lines: list[tuple[str, list[Text | str]]] = []
 
     def compose(self) -> ComposeResult:
         yield self._title
@@ -144,23 +145,33 @@ class ServersScreen(ModalScreen[None]):
         self.table.focus()
 
     def repaint(self) -> None:
-        """Catch up with the run (the dashboard's repaint timer calls this)."""
+        """Catch up with the run (the dashboard's repaint timer calls this); the lines are
+        drawn again only when one of them changed."""
         views = {
             view.url: view for view in self.source.servers() if "://" in view.url
         }  # not the start-up's steps, which stand in the servers' place while they start
         self._views = views
         accounts = server_accounts(self.board.records.values(), self._now())
         urls = list(views) + [url for url in accounts if url and url not in views]
+        lines = [
+            (url, server_cells(views.get(url), url, accounts.get(url) or ServerAccount()))
+            for url in urls
+        ]
+        if lines == self._lines:
+            return
+        self._lines = lines
         table = self.table
         cursor = self.cursor_url()
         table.clear()
-        for url in urls:
-            cells = server_cells(views.get(url), url, accounts.get(url) or ServerAccount())
+        for url, cells in lines:
             table.add_row(*cells, key=url)
         if cursor in urls:
             table.move_cursor(row=urls.index(cursor), animate=False)
         self._title.update(self._title_text(list(views.values()), len(urls)))
         self.refresh_bindings()
+
+    def on_data_table_row_highlighted(self) -> None:
+        self.refresh_bindings()  # `d` applies to some servers only
 
     def _title_text(self, views: list[ServerView], shown: int) -> Text:
         states = {state: sum(view.state == state for view in views) for state in SERVER_DOTS}
