@@ -95,6 +95,9 @@ class SyntheticSource:
     async def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("read-only")
 
+    async def drain(self, url: str, *, drained: bool) -> None:
+        raise RuntimeError("read-only")
+
 
 def populate() -> RolloutBoard:
     board = RolloutBoard()

@@ -491,12 +491,8 @@ class RolloutBoard:
         """Once per finished failure: its category, for the summary's failures-by-category."""
         if record.rollout_id in self._failure_counted:
             return
-        if record.admission_error is not None:
-            category = "not admitted"
-        elif record.status == RolloutStatus.FAILURE and record.latest_result is not None:
-            result = record.latest_result
-            category = failure_category(result.err_category)
-        else:
+        category = failure_category_of(record)
+        if category is None:
             return
         self._failure_counted.add(record.rollout_id)
         self._failures[category] += 1
@@ -668,3 +664,18 @@ class RolloutBoard:
             and (not stuck_only or self.is_stuck(record, now))
             and (not text or record.matches(text))
         ]
+
+
+#: The failures-by-category name of a rollout its server never admitted.
+NOT_ADMITTED_CATEGORY = "not admitted"
+
+
+def failure_category_of(record: RolloutRecord) -> str | None:
+    """The failures-by-category name of `record` when it ended a failure (its server never
+    admitted it, or its result is a failure), else None."""
+    if record.admission_error is not None:
+        return NOT_ADMITTED_CATEGORY
+    result = record.latest_result
+    if record.status == RolloutStatus.FAILURE and result is not None:
+        return failure_category(result.err_category)
+    return None

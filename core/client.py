@@ -138,6 +138,9 @@ class RolloutClient(AsyncClosing):
         else:
             self.wire = HttpxWire(http_client)
         self.http_client: httpx.AsyncClient = http_client
+        self.busy_answers: int = 0
+        """(Ours) how often the server answered an admission 429 (busy: retried after its
+        Retry-After), for a front end's account of each server."""
         self.admission_timeout_sec: float | None = admission_timeout_sec
         # Built once: every request carries them, and handles copy them into their own headers.
         self.auth_headers: dict[str, str] = (
@@ -263,6 +266,7 @@ class RolloutClient(AsyncClosing):
             attempt.in_flight = False
             if response.status != 429:
                 return _admission(response, rollout_id), started
+            self.busy_answers += 1
             await asyncio.sleep(retry_after_seconds(response))
 
     async def cancel_rollout(self, rollout_id: str) -> CancelRolloutsResponse:

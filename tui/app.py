@@ -62,6 +62,7 @@ from tui.screens.attempt_grid import AttemptGridScreen
 from tui.screens.dialogs import HelpScreen
 from tui.screens.distributions import DistributionsScreen
 from tui.screens.rollout_view import RolloutViewScreen
+from tui.screens.servers import ServersScreen
 from tui.screens.transcript import TranscriptScreen
 from tui.settings import Settings, load_settings, save_settings, settings_path
 from tui.sources.base import DashboardSource
@@ -335,7 +336,7 @@ class DashboardApp(App[None]):
         # went away (new and re-run).
         self.keys_may_have_changed()
         for screen in self.screen_stack:
-            if isinstance(screen, AttemptGridScreen):
+            if isinstance(screen, (AttemptGridScreen, ServersScreen)):
                 screen.repaint()  # on this timer too, never per event
         self.timeline_flow.update()
         details = self.details
@@ -694,6 +695,12 @@ class DashboardApp(App[None]):
         first = next((rid for rid in self.table.order if rid in row.rollouts), None)
         if first is not None:
             self.table.move_cursor_to(first)
+
+    def action_servers(self) -> None:
+        """`V`: the servers panel; `d` there drains a server or undrains it."""
+        self.push_screen(
+            ServersScreen(self.source, self.board, self.now, self.control_flow.toggle_drain)
+        )
 
     def action_event_log(self) -> None:
         self.event_log.toggle_class("-open")

@@ -302,6 +302,14 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         show=False,
         id="grid.open",
     ),
+    Binding(
+        "V",
+        "servers",
+        "Servers",
+        tooltip="Servers panel: state, capacity, in flight, admitted, 429s, failures; d drains",
+        show=False,
+        id="servers.open",
+    ),
     Binding("l", "event_log", "Log", tooltip="Show or hide the event log", id="log.toggle"),
     Binding(
         "w",

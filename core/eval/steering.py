@@ -1,5 +1,6 @@
 """Steering a running eval from its front end (DESIGN.md §2), and the record of it: pause and
-resume dispatch, change max-in-flight, requeue a work item; also every cancel asked of a
+resume dispatch, change max-in-flight, drain a server and undrain it, requeue a work item;
+also every cancel asked of a
 server (and its answer), every rollout the run stops tracking and every rollout sent by hand.
 
 The runner does what is asked (`EvalRunner.pause_dispatch` and the rest); this keeps the
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.eval.dispatch_gate import DispatchState
 from core.eval.runner import ControlRefused
+from core.eval.safe_text import quote_text
 
 if TYPE_CHECKING:
     from core.eval.results.logs import RunLog
@@ -118,6 +120,28 @@ class RunControl:
             )
         return limit_set
 
+    def drain(self, url: str, *, drained: bool = True) -> None:
+        """Send the server at `url` no new work item (`drained`), or send it work again;
+        what is in flight there goes on. `ControlRefused` when the run has no such server."""
+        runner = self._steered()
+        try:
+            slot = runner.pool.drain(url, drained)
+        except KeyError:
+            # The URL is the asker's own text (a viewer's): escaped, as a requeue's id.
+            raise ControlRefused(f"the run has no server {quote_text(url)}") from None
+        message = (
+            f"server {url} drained: no new work item is sent there; "
+            f"{slot.in_flight} in flight there go on"
+            if drained
+            else f"server {url} undrained: work items are sent there again"
+        )
+        self._record(
+            message,
+            action="drain" if drained else "undrain",
+            details={"server": url, "in_flight": slot.in_flight},
+            server=url,
+        )
+
     def requeue(self, rollout_id: str) -> str:
         """Cancel a work item's rollout on its server and run the item again under a new id,
         which is returned (`EvalRunner.requeue`; `ControlRefused` when it cannot be)."""
@@ -212,7 +236,8 @@ class RunControl:
         action: str,
         value: int | None = None,
         details: Mapping[str, Any] | None = None,
+        server: str | None = None,
     ) -> None:
         if self._log is not None:
             self._log.write(message, step=CONTROL_STEP, details=details)
-        self._recorder.steered(action, value)
+        self._recorder.steered(action, value, server=server)

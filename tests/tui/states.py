@@ -163,6 +163,9 @@ class StaticSource:
     async def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("a static snapshot board sends nothing")
 
+    async def drain(self, url: str, *, drained: bool) -> None:
+        raise RuntimeError("a static snapshot board sends nothing")
+
 
 def _options(
     row: int, *, grade: bool = True, metadata: dict[str, Any] | None = None
@@ -440,6 +443,27 @@ def finished_board(rows: int) -> RolloutBoard:
 
 def running_source() -> StaticSource:
     return StaticSource(running_board(), total=40)
+
+
+#: `fleet_source`'s servers: `running_board`'s rollouts spread over them in turn.
+FLEET = ("http://10.0.0.11:8000", "http://10.0.0.12:8000", "http://10.0.0.13:8000")
+
+
+def fleet_source() -> StaticSource:
+    """`running_board`'s run over three servers: one accepting, one the operator drained
+    (it answered some admissions 429), one down after a restart."""
+    board = running_board()
+    for index, record in enumerate(board):
+        record.server = FLEET[index % len(FLEET)]
+    return StaticSource(
+        board,
+        total=40,
+        server_states=[
+            ServerView(FLEET[0], "accepting", capacity=8, health_ms=3.2),
+            ServerView(FLEET[1], "drained", capacity=8, busy=4, health_ms=41.0),
+            ServerView(FLEET[2], "down", restarts=1, detail="ConnectError", capacity=8),
+        ],
+    )
 
 
 RUN_FOLDER = ".osmosis/evals/multiply-20260301-120000"

@@ -43,6 +43,7 @@ from tests.tui.test_progress import interrupted_with_one_in_flight
 from tui.app import DashboardApp, create_app
 from tui.bindings import help_lines
 from tui.screens.dialogs import ConfirmScreen, QuitScreen
+from tui.screens.servers import ServersScreen
 from tui.sources.attached import AttachedSource
 
 IN_FLIGHT = {"sleep": 30}
@@ -416,3 +417,60 @@ async def test_attaching_to_a_folder_nobody_serves_says_so(live_eval: LiveFactor
         live.folder.mkdir(parents=True)
         with pytest.raises(ControlUnavailable, match="no control socket"):
             await ControlClient.connect(live.folder)
+
+
+async def test_the_servers_panel_of_an_attached_dashboard_drains_the_run_s_server(
+    live_eval: LiveFactory,
+) -> None:
+    rows = [row(sleep=0.3) for _ in range(4)]
+    async with live_eval(rows, max_in_flight=1) as live, running(live):
+        session = live.source.session
+        app = await attached(live)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: session.pool is not None and len(app.board) >= 1)
+            pool = session.pool
+            assert pool is not None
+            url = pool.slots[0].url
+            await pilot.press("V")
+            screen = app.screen
+            assert isinstance(screen, ServersScreen)
+            await until(pilot, lambda: screen.table.row_count == 1)
+            await pilot.press("d")
+            await until(pilot, lambda: pool.slots[0].drained)
+            said = f"server {url} drained: no new work item is sent there"
+            await until(pilot, lambda: any(said in line for line in log_lines(app)))
+            # The run's state says so to its viewers: the panel shows it drained.
+            await until(
+                pilot, lambda: screen.cursor_url() == url and "drained" in row_state(screen)
+            )
+            await pilot.press("d")
+            await until(pilot, lambda: not pool.slots[0].drained)
+            await until(pilot, lambda: live.source.finished)
+    actions = [
+        (line["action"], line.get("server"))
+        for line in read_transitions(live.folder / "transitions.jsonl")
+        if line["kind"] == "control"
+    ]
+    assert actions == [("drain", url), ("undrain", url)]
+
+
+def row_state(screen: ServersScreen) -> str:
+    cell = screen.table.get_row_at(0)[1]
+    return str(cell)
+
+
+async def test_a_drain_of_a_server_the_run_does_not_have_is_refused(
+    live_eval: LiveFactory,
+) -> None:
+    async with live_eval([row(**IN_FLIGHT)]) as live, running(live):
+        client = await ControlClient.connect(live.folder)
+        following = asyncio.ensure_future(client.follow())
+        try:
+            await eventually(lambda: client.board.counts()["running"] == 1, "the rollout sent")
+            with pytest.raises(ControlActionError, match=r'^the run has no server "http://x\\n"$'):
+                await client.drain("http://x\n", drained=True)
+            with pytest.raises(ControlActionError, match="server must be the URL of a server"):
+                await client._request("drain", server=7)
+        finally:
+            await client.close()
+            await following

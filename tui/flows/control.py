@@ -1,5 +1,6 @@
-"""Steering the run from the dashboard (`P`, `]`, `[`, `R`): pause and resume dispatch, raise
-or lower max-in-flight, and requeue rollouts after one confirmation. Each goes through the
+"""Steering the run from the dashboard (`P`, `]`, `[`, `R`, and `d` on the servers panel, `V`):
+pause and resume dispatch, raise or lower max-in-flight, drain a server and undrain it, and
+requeue rollouts after one confirmation. Each goes through the
 source, which records it in the run's logs.txt and transitions.jsonl; the event log says what
 became of it.
 
@@ -16,8 +17,10 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from core.eval.attach.unix_socket import ControlError
+from core.eval.timeline.model import DRAINED
 from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
+from tui.sources.base import ServerView
 from tui.widgets.format import plain
 
 if TYPE_CHECKING:
@@ -58,6 +61,11 @@ class ControlFlow:
         """`]` and `[`: max-in-flight one up or down."""
         self._start(lambda: self._step_limit(step))
 
+    def toggle_drain(self, server: ServerView) -> None:
+        """`d` on the servers panel: drain `server` (no new work item is sent there), or
+        undrain it."""
+        self._start(lambda: self._toggle_drain(server))
+
     def _start(self, action: Callable[[], Awaitable[None]]) -> None:
         async def in_turn() -> None:
             async with self._turn:
@@ -80,6 +88,23 @@ class ControlFlow:
             app.report("dispatch resumed")
         else:
             app.report("dispatch paused: no new work item is sent; those in flight go on")
+        app.update_summary()
+
+    async def _toggle_drain(self, server: ServerView) -> None:
+        app, url = self.app, server.url
+        drain = server.state != DRAINED
+        try:
+            await app.source.drain(url, drained=drain)
+        except NOT_DONE as exc:
+            doing = "drain" if drain else "undrain"
+            app.report(f"could not {doing} {url}: {exc}", severity="error")
+            return
+        if drain:
+            app.report(
+                f"server {url} drained: no new work item is sent there; those in flight go on"
+            )
+        else:
+            app.report(f"server {url} undrained: work items are sent there again")
         app.update_summary()
 
     async def _step_limit(self, step: int) -> None:

@@ -189,7 +189,16 @@ class AttachedSource:
         if not servers and not self.client.over:
             return [STARTING]
         return [
-            ServerView(server.url, server.state, server.restarts, server.detail, server.watched)
+            ServerView(
+                server.url,
+                server.state,
+                server.restarts,
+                server.detail,
+                server.watched,
+                capacity=server.capacity,
+                busy=server.busy,
+                health_ms=server.health_ms,
+            )
             for server in servers
         ]
 
@@ -225,3 +234,6 @@ class AttachedSource:
 
     async def requeue(self, rollout_id: str) -> str:
         return await self.client.requeue(rollout_id)
+
+    async def drain(self, url: str, *, drained: bool) -> None:
+        await self.client.drain(url, drained=drained)

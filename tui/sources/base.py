@@ -23,11 +23,17 @@ from tui.sources.pass_rule import PassRule
 @dataclass(frozen=True)
 class ServerView:
     url: str
-    state: str  # accepting | draining | down | starting | stopped
+    state: str  # accepting | drained | draining | down | starting | stopped
     restarts: int = 0
     detail: str | None = None
     #: False once nothing watches it any more (the run has ended): `state` is the last seen.
     watched: bool = True
+    #: Its /health's `max_concurrent` (None: it advertises none, or it is not known).
+    capacity: int | None = None
+    #: Admissions it answered 429 (busy) so far.
+    busy: int = 0
+    #: How long its latest answered /health read took.
+    health_ms: float | None = None
 
 
 STARTING = ServerView("servers", "starting")
@@ -252,4 +258,9 @@ class DashboardSource(Protocol):
     async def requeue(self, rollout_id: str) -> str:
         """Cancel a work item's rollout on its server and run the item again under a new id;
         returns the new id."""
+        ...
+
+    async def drain(self, url: str, *, drained: bool) -> None:
+        """Send the server at `url` no new work item (`drained`), or send it work again; what
+        is in flight there goes on."""
         ...

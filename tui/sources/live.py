@@ -168,6 +168,9 @@ class LiveSource:
                 slot.restarts,
                 slot.last_error,
                 watched=not ended,
+                capacity=slot.capacity,
+                busy=slot.client.busy_answers,
+                health_ms=slot.health_ms,
             )
             for slot in pool.slots
         ]
@@ -250,3 +253,6 @@ class LiveSource:
 
     async def requeue(self, rollout_id: str) -> str:
         return self.session.control.requeue(rollout_id)
+
+    async def drain(self, url: str, *, drained: bool) -> None:
+        self.session.control.drain(url, drained=drained)

@@ -468,6 +468,9 @@ class ReplaySource:
     async def requeue(self, rollout_id: str) -> str:
         raise RuntimeError("a replay is read-only")
 
+    async def drain(self, url: str, *, drained: bool) -> None:
+        raise RuntimeError("a replay is read-only")
+
 
 def _results_without_an_end(
     events: list[ReplayEvent], history: list[ItemResult]

@@ -110,6 +110,7 @@ class ReplayState:
                     row_index=event.row_index,
                     run_index=event.run_index,
                     source_row_index=event.source_row_index,
+                    server=event.server_url or "",
                     submitted_at=at,
                 )
         elif isinstance(event, Untracked):
@@ -154,6 +155,8 @@ class ReplayState:
             elif event.action == "max_in_flight" and event.value is not None:
                 self.max_in_flight = event.value
                 self._note(event.t, f"max in flight set to {event.value}")
+            elif event.action in ("drain", "undrain") and event.server is not None:
+                self._note(event.t, f"server {event.server} {event.action}ed")
         elif isinstance(event, SessionEnded):
             # A run that ends stops following what is still in flight; a recording of an
             # older version does not say so itself.
@@ -195,10 +198,13 @@ class ReplayState:
         # No model call of it was recorded: its tokens are its result's.
         if not event.recorded and terminal and item is not None and item.tokens:
             self.board.result_tokens(rollout_id, item.tokens)
-        if first and event.sent is not None:
-            # Sent before it was admitted: the client's wait, as the live board had it.
+        if first:
             record = self.board.records[rollout_id]
-            record.submitted_at = min(record.submitted_at, self.board.started_at + event.sent)
+            if event.sent is not None:
+                # Sent before it was admitted: the client's wait, as the live board had it.
+                record.submitted_at = min(record.submitted_at, self.board.started_at + event.sent)
+            if event.server_url is not None:
+                record.server = event.server_url
         if manual:
             # Flagged from its first line (its `manual` line comes after its first statuses).
             self.board.records[rollout_id].manual = True

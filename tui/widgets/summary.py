@@ -24,7 +24,12 @@ from tui.widgets.format import CHIP_STATUSES, STATUS_STYLES, money, one_line, pl
 # A chip per status, then the board's own counts of stuck and untracked rollouts (and one for
 # rollouts never admitted, when there are some).
 CHIPS = (*CHIP_STATUSES, "stuck", "untracked")
-SERVER_DOTS = {"accepting": ("●", "green"), "draining": ("●", "yellow"), "down": ("●", "red")}
+SERVER_DOTS = {
+    "accepting": ("●", "green"),
+    "drained": ("●", "yellow"),
+    "draining": ("●", "yellow"),
+    "down": ("●", "red"),
+}
 #: A server nobody watches any more (the run is over) has a hollow dot: its last state's
 #: colour, or none for one the run stopped itself.
 UNWATCHED_DOT = "○"

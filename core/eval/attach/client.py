@@ -106,6 +106,9 @@ class ServerState:
     watched: bool
     #: The run started it (the demo's, a workspace's): it stops with the run's process.
     launched: bool = False
+    capacity: int | None = None
+    busy: int = 0
+    health_ms: float | None = None
 
     def orphaned(self) -> ServerState:
         """As it is once the run's process is gone without a word: nobody watches it any
@@ -286,6 +289,9 @@ class ControlClient:
                     detail=text_of(server.get("detail")),
                     watched=bool_of(server.get("watched")) is not False,
                     launched=bool_of(server.get("launched")) is True,
+                    capacity=int_of(server.get("capacity")),
+                    busy=int_of(server.get("busy")) or 0,
+                    health_ms=float_of(server.get("health_ms")),
                 )
                 for server in map(dict_of, list_of(state.get("servers")))
             ]
@@ -370,6 +376,11 @@ class ControlClient:
         if limit_set is None:
             raise ProtocolViolation("the run's answer to max_in_flight has no limit")
         return limit_set
+
+    async def drain(self, url: str, *, drained: bool) -> None:
+        """Have the run send the server at `url` no new work item (`drained`), or send it
+        work again."""
+        await self._request("drain" if drained else "undrain", server=url)
 
     async def requeue(self, rollout_id: str) -> str:
         """Have the run cancel a work item's rollout on its server and run the item again;

@@ -176,6 +176,9 @@ class ControlEndpoint:
                 "detail": slot.last_error,
                 "watched": not over,
                 "launched": launched,
+                "capacity": slot.capacity,
+                "busy": slot.client.busy_answers,
+                "health_ms": None if slot.health_ms is None else round(slot.health_ms, 1),
             }
             for slot in (pool.slots if pool is not None else ())
         ]
@@ -397,14 +400,21 @@ class ControlEndpoint:
         return reply
 
     def _steer(self, action: object, message: dict[str, Any]) -> dict[str, Any]:
-        """Pause, resume, max-in-flight or requeue, through the session's controls (the run's
-        own dashboard's keys' way: logs.txt and transitions.jsonl record them the same)."""
+        """Pause, resume, max-in-flight, drain, undrain or requeue, through the session's
+        controls (the run's own dashboard's keys' way: logs.txt and transitions.jsonl record
+        them the same)."""
         control = self.session.control
         if action == "pause":
             control.pause()
             return {"ok": True}
         if action == "resume":
             control.resume()
+            return {"ok": True}
+        if action in ("drain", "undrain"):
+            url = text_of(message.get("server"))
+            if url is None:
+                return {"ok": False, "error": "server must be the URL of a server (a string)"}
+            control.drain(url, drained=action == "drain")
             return {"ok": True}
         if action == "max_in_flight":
             limit = int_of(message.get("limit"))

@@ -33,6 +33,8 @@ Actions (`request` is the viewer's number for it, echoed in the reply):
 - `max_in_flight` `{"limit": n}` (a whole number, at least 1): the most work items in flight
   at once, within the servers' capacity (lowering it cancels nothing); the reply's `limit` is
   the limit set, its `dispatch` DISPATCH after it.
+- `drain`, `undrain` `{"server": url}`: send the server at `url` no new work item (those in
+  flight there go on), or send it work again (additive within version 1).
 - `requeue` `{"rollout_id": id}`: cancel a work item's rollout on its server and run the item
   again under a new id, the reply's `new_rollout_id` (its `dispatch`: DISPATCH after it).
 
@@ -54,7 +56,10 @@ STATE: `progress` (`core.eval.results.metrics.Progress`'s fields; `carried_succe
 `carried_failures` (category → count) came within version 1, a viewer that finds none counts
 no carried-over result of either), `servers` (`url`, `state`,
 `restarts`, `detail`, `watched`, `launched`: the run started it, so it stops with the run's
-process), `model` (the board's `calls`, `tokens`, `cost_usd`), `dispatch` (DISPATCH).
+process; `capacity` (its advertised `max_concurrent`, or null), `busy` (admissions it answered
+429) and `health_ms` (its latest /health read's latency, or null), additive within version 1;
+`state` is `drained` for a server the operator drained), `model` (the board's `calls`,
+`tokens`, `cost_usd`), `dispatch` (DISPATCH).
 `dispatch` and `launched` came after the others within version 1: they are additive, a viewer
 that does not know them ignores them, one that finds no `dispatch` knows no dispatch, and one
 that finds no `launched` takes the server for one the run did not start. With a baseline,
@@ -124,7 +129,7 @@ HEARTBEAT_SEC = 1.0
 #: late one is not taken for silence.
 SILENT_AFTER_SEC = 4.0
 #: The actions a viewer may send.
-ACTIONS = ("cancel", "untrack", "requeue", "pause", "resume", "max_in_flight")
+ACTIONS = ("cancel", "untrack", "requeue", "pause", "resume", "max_in_flight", "drain", "undrain")
 
 
 class ProtocolViolation(ControlError):

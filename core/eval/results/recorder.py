@@ -56,6 +56,7 @@ class TransitionRecorder:
             event_sequence=mark.event_sequence,
             server_id=mark.server_id,
             sent_t=log.elapsed(record.submitted_at) if first else None,
+            server_url=record.server or None if first else None,
         )
 
     def cancel(self, record: RolloutRecord, cancel: CancelRequest) -> None:
@@ -89,6 +90,7 @@ class TransitionRecorder:
             source_row_index=record.source_row_index,
             t=log.elapsed(record.submitted_at),
             error=record.admission_error or "not admitted",
+            server_url=record.server or None,
         )
 
     # -- the run's steering ----------------------------------------------------------------
@@ -123,11 +125,12 @@ class TransitionRecorder:
         if log is not None:
             log.dispatch(max_in_flight, t=log.elapsed())
 
-    def steered(self, action: str, value: int | None = None) -> None:
-        """Dispatch was steered now: `pause`, `resume`, or `max_in_flight` = `value`."""
+    def steered(self, action: str, value: int | None = None, *, server: str | None = None) -> None:
+        """Dispatch was steered now: `pause`, `resume`, `max_in_flight` = `value`, or
+        `drain`/`undrain` of the server at `server`."""
         log = self._log
         if log is not None:
-            log.control(action, t=log.elapsed(), value=value)
+            log.control(action, t=log.elapsed(), value=value, server=server)
 
 
 __all__ = ["TransitionRecorder"]

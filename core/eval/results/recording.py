@@ -41,6 +41,8 @@ class StatusSeen:
     sent: float | None = None
     """On a rollout's first line: when its admission was asked for (`sent_t`), on the same
     time line; None in older recordings."""
+    server_url: str | None = None
+    """On a rollout's first line: the server it was sent to; None in older recordings."""
     recorded: bool = True
     """False for a dispatch or a result read from a run folder's journal and log: nobody
     watched the rollout's phases, and its model calls are not recorded either."""
@@ -75,6 +77,7 @@ class NotAdmitted:
     run_index: int | None
     source_row_index: int | None
     error: str
+    server_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,13 @@ class Requeued:
 
 @dataclass(frozen=True)
 class DispatchSteered:
-    """The run's dispatch was paused, resumed, or given a new max-in-flight (`value`)."""
+    """The run's dispatch was paused, resumed, given a new max-in-flight (`value`), or a
+    server (`server`) was drained or undrained."""
 
     t: float
     action: str
     value: int | None
+    server: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,7 +236,8 @@ class _TransitionsReader:
             action = record.get("action")
             if isinstance(action, str):
                 value = int_of(record.get("value"))
-                self.events.append(DispatchSteered(self._at(record["t"]), action, value))
+                server = text_of(record.get("server"))
+                self.events.append(DispatchSteered(self._at(record["t"]), action, value, server))
             else:
                 self.warnings.append(f"{self.path}: skipped a control line without an action")
             return
@@ -273,6 +279,7 @@ class _TransitionsReader:
                 int_of(record.get("run_index")),
                 int_of(record.get("source_row_index")),
                 text_of(record.get("error")) or "not admitted",
+                text_of(record.get("server_url")),
             )
         if kind == "manual":
             rerun_of = record.get("rerun_of")
@@ -300,6 +307,7 @@ class _TransitionsReader:
             grade=grade if isinstance(grade, bool) else None,
             server=_server_mark(record, status) if record.get("source") == "server" else None,
             sent=self._at(sent) if is_finite(sent) else None,
+            server_url=text_of(record.get("server_url")),
         )
 
     def _cancel(self, record: dict[str, Any], rollout_id: str) -> ReplayEvent:

@@ -9,7 +9,8 @@ would be null are left out:
   process that opens the log. A resumed run appends a new session, and `t` restarts at 0
   there, so a reader groups lines by session.
 - `{"kind": "status", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?, "status",
-  "t", "source", "grade"?, "server_time"?, "event_sequence"?, "server_id"?, "sent_t"?}`: a status
+  "t", "source", "grade"?, "server_time"?, "event_sequence"?, "server_id"?, "sent_t"?,
+  "server_url"?}`: a status
   change (`queued`, `running`, `grading`, `success`, `failure`, `cancelled`, `unknown`, or
   whatever the server reported) as one source saw it. `source` `poll`: a poll of the result
   endpoint saw it at `t`. `source` `server`: the server's ownership event (PROTOCOL.md §8.1)
@@ -17,7 +18,8 @@ would be null are left out:
   (never later than the event's arrival), `event_sequence` and `server_id` as published. A status
   both sources saw has a line from each. `grade` (whether grading was asked for) is on a rollout's
   first line, and so is `sent_t`, when its `POST /rollout` was sent (the client's wait for
-  admission, 429 retries included, is `t − sent_t`; older logs lack it). A line without `kind` is
+  admission, 429 retries included, is `t − sent_t`; older logs lack it), and `server_url`, the
+  server it was sent to (older logs lack it too). A line without `kind` is
   read as this one, one without `source` as a poll's (logs of older versions).
 - `{"kind": "cancel_request", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?, "t",
   "disposition"?, "error"?, "reply_t"?}`: a cancel was requested at `t`. Written when it is
@@ -43,9 +45,11 @@ would be null are left out:
   lines follow once dispatch sends it (a run that ends first never does).
 - `{"kind": "dispatch", "max_in_flight", "t"}`: the run began sending work items, at most
   `max_in_flight` at once (what `control` lines change later).
-- `{"kind": "control", "action", "value"?, "t"}`: the run's dispatch was steered: `action`
-  `pause` (no new work item is sent; those in flight go on), `resume`, or `max_in_flight`
-  with the limit set as `value` (within the servers' capacity).
+- `{"kind": "control", "action", "value"?, "server"?, "t"}`: the run's dispatch was steered:
+  `action` `pause` (no new work item is sent; those in flight go on), `resume`,
+  `max_in_flight` with the limit set as `value` (within the servers' capacity), or `drain`
+  (no new work item is sent to the server at `server`; those in flight there go on) and
+  `undrain`.
 
 `row_index` and `run_index` name the work item as the journal does (`row_index`: the position
 among the selected rows), absent only for a rollout sent by hand (a re-run has the
@@ -151,6 +155,7 @@ class TransitionLog(AppendFile):
         event_sequence: int | None = None,
         server_id: str | None = None,
         sent_t: float | None = None,
+        server_url: str | None = None,
     ) -> None:
         """A status change of one rollout as `source` saw it, at `t` seconds since the
         session start; `server_time` (seconds since the epoch), `event_sequence` and
@@ -159,7 +164,7 @@ class TransitionLog(AppendFile):
         `grade` (whether grading was asked for) goes on a rollout's first record, so that a
         replay can tell a grading phase that was not requested from one that was missed;
         `sent_t` too (when its admission was asked for), so that it can tell the client's
-        wait for admission.
+        wait for admission, and `server_url` (the server it was sent to).
         """
         self._write(
             {
@@ -180,6 +185,7 @@ class TransitionLog(AppendFile):
                 "event_sequence": event_sequence,
                 "server_id": server_id,
                 "sent_t": None if sent_t is None else round(sent_t, 3),
+                "server_url": server_url,
             }
         )
 
@@ -220,8 +226,10 @@ class TransitionLog(AppendFile):
         t: float,
         error: str,
         source_row_index: int | None = None,
+        server_url: str | None = None,
     ) -> None:
-        """A rollout sent at `t` that its server never admitted, and why."""
+        """A rollout sent at `t` to the server at `server_url` that never admitted it, and
+        why."""
         self._write(
             {
                 "kind": "not_admitted",
@@ -231,6 +239,7 @@ class TransitionLog(AppendFile):
                 "source_row_index": source_row_index,
                 "t": t,
                 "error": error,
+                "server_url": server_url,
             }
         )
 
@@ -287,9 +296,12 @@ class TransitionLog(AppendFile):
         """The run began sending work items at `t`, at most `max_in_flight` at once."""
         self._write({"kind": "dispatch", "max_in_flight": max_in_flight, "t": t})
 
-    def control(self, action: str, *, t: float, value: int | None = None) -> None:
-        """The dispatch was steered at `t`: `pause`, `resume`, or `max_in_flight` = `value`."""
-        self._write({"kind": "control", "action": action, "value": value, "t": t})
+    def control(
+        self, action: str, *, t: float, value: int | None = None, server: str | None = None
+    ) -> None:
+        """The dispatch was steered at `t`: `pause`, `resume`, `max_in_flight` = `value`, or
+        `drain`/`undrain` of the server at `server`."""
+        self._write({"kind": "control", "action": action, "value": value, "server": server, "t": t})
 
     def _write(self, record: dict[str, Any]) -> None:
         record["t"] = round(float(record["t"]), 3)

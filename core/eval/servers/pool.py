@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from core.errors import RolloutProtocolError, describe_error
 from core.eval.errors import EvalError
 from core.eval.servers.directory import ServerDirectory
 from core.eval.servers.fd_budget import out_of_descriptors
+from core.eval.timeline.model import DRAINED
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +84,16 @@ class RolloutServerSlot:
     listed: bool = True
     """Still among the run's servers (its directory lists it): one that left the list takes
     no new work, and what is in flight there finishes."""
+    drained: bool = False
+    """The operator drained it (`ServerPool.drain`): no new work until undrained; what is in
+    flight there finishes."""
+    health_ms: float | None = None
+    """How long its latest answered /health read took."""
 
     @property
     def free(self) -> float:
         """Rollouts it can take now; unbounded when it advertises no capacity."""
-        if self.state != "accepting" or not self.listed:
+        if self.state != "accepting" or not self.listed or self.drained:
             return 0
         if self.capacity is None:
             return float("inf")
@@ -97,10 +104,13 @@ ServerListener = Callable[[RolloutServerSlot, str], None]
 
 
 def shown_state(slot: RolloutServerSlot, *, run_over: bool, launched: bool) -> str:
-    """A server's state as a front end shows it: the last one seen, but `stopped` once the run
-    is over if the run `launched` it (the embedded demo, a workspace's server): it stopped
-    with the run. Nobody watches another's server once the run is over: its last state."""
-    return "stopped" if run_over and launched else slot.state
+    """A server's state as a front end shows it: the last one seen (`drained` for one that
+    accepts but the operator drained), but `stopped` once the run is over if the run
+    `launched` it (the embedded demo, a workspace's server): it stopped with the run. Nobody
+    watches another's server once the run is over: its last state."""
+    if run_over and launched:
+        return "stopped"
+    return DRAINED if slot.drained and slot.state == "accepting" else slot.state
 
 
 def _health_error(exc: BaseException) -> str:
@@ -314,6 +324,16 @@ class ServerPool:
             with contextlib.suppress(asyncio.TimeoutError):  # not the builtin one on 3.10
                 await asyncio.wait_for(self._freed.wait(), remaining)
 
+    def drain(self, url: str, drained: bool = True) -> RolloutServerSlot:
+        """Send the server at `url` no new work (`drained`), or send it work again; what is
+        in flight there goes on. `KeyError` when no server of the pool has that URL."""
+        slot = next((slot for slot in self.slots if slot.url == url), None)
+        if slot is None:
+            raise KeyError(url)
+        slot.drained = drained
+        self._freed.set()  # waiting workers must look again
+        return slot
+
     def release(self, slot: RolloutServerSlot) -> None:
         slot.in_flight -= 1
         if not slot.listed:
@@ -379,6 +399,7 @@ class ServerPool:
         second failure in a row and the server counts as down at once. `quiet`: the server
         is not in the pool yet (joining): its state is set, and said when it joins.
         """
+        asked = time.monotonic()
         try:
             health = await asyncio.wait_for(slot.client.health(), HEALTH_TIMEOUT_SEC)
         except (httpx.HTTPError, RolloutProtocolError, OSError, asyncio.TimeoutError) as exc:
@@ -404,6 +425,7 @@ class ServerPool:
         slot.failures = 0
         slot.last_error = None
         slot.health = health
+        slot.health_ms = (time.monotonic() - asked) * 1000.0
         concurrency = health.get("concurrency")
         if isinstance(concurrency, dict):
             maximum = concurrency.get("max_concurrent")

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 from core.board import RolloutBoard
 from core.eval.dispatch_gate import DispatchState
-from core.eval.timeline.model import NOT_ADMITTED, UNTRACKED, Marker, MarkerKind, RunTimeline
+from core.eval.timeline.model import (
+    DRAINED,
+    NOT_ADMITTED,
+    UNTRACKED,
+    Marker,
+    MarkerKind,
+    RunTimeline,
+)
 from core.eval.timeline.recorded import TOO_MANY_REQUESTS
 from core.rollout_record import RolloutRecord
 
@@ -44,6 +51,7 @@ class BoardTimeline:
         self._stuck: set[str] = set()
         self._dispatch: DispatchState | None = None
         self._restarts: dict[str, int] = {}
+        self._states: dict[str, str] = {}
         self._now = 0.0
         # Everything the board holds already is followed at the first update, with its time.
         self._caught_up = False
@@ -165,6 +173,11 @@ class BoardTimeline:
     def _server(self, server: ServerSeen) -> None:
         timeline, now = self.timeline, self._now
         timeline.server_state(server.lane, now, server.state)
+        before = self._states.get(server.lane)
+        if before is not None and DRAINED in (before, server.state) and before != server.state:
+            word = "drained" if server.state == DRAINED else "undrained"
+            timeline.mark(Marker(now, MarkerKind.DRAIN, f"{server.lane} {word}"))
+        self._states[server.lane] = server.state
         restarts = self._restarts.get(server.lane, server.restarts)
         if server.restarts > restarts:
             timeline.mark(Marker(now, MarkerKind.RESTART, f"{server.lane} restarted"))

@@ -26,6 +26,8 @@ from itertools import accumulate
 #: `cancelled`): its server never admitted it, or the run stopped following it.
 NOT_ADMITTED = "not_admitted"
 UNTRACKED = "untracked"
+#: A server's state while the operator has it drained (it accepts, and is sent nothing new).
+DRAINED = "drained"
 
 
 class MarkerKind(str, Enum):
@@ -41,6 +43,7 @@ class MarkerKind(str, Enum):
     SESSION = "session"  # an invocation of the run began or ended
     STUCK = "stuck"
     RESTART = "restart"  # a server came back after a restart
+    DRAIN = "drain"  # the operator drained a server, or undrained it
 
 
 @dataclass(frozen=True)

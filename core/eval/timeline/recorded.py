@@ -102,6 +102,8 @@ def _run_event(timeline: RunTimeline, event: ReplayEvent, t: float) -> None:
         elif event.action in ("pause", "resume"):
             kind = MarkerKind.PAUSE if event.action == "pause" else MarkerKind.RESUME
             timeline.mark(Marker(t, kind, f"dispatch {event.action}d"))
+        elif event.action in ("drain", "undrain"):
+            timeline.mark(Marker(t, MarkerKind.DRAIN, f"{event.server} {event.action}ed"))
     elif isinstance(event, Requeued):
         timeline.mark(
             Marker(t, MarkerKind.REQUEUE, f"requeued as {event.new_rollout_id}", event.rollout_id)

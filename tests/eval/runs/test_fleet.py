@@ -79,7 +79,7 @@ def test_a_name_of_several_addresses_is_a_fleet_followed_while_the_run_lives(
         left = f"server http://127.0.0.12:{port} left the servers"
         eventually_sync(lambda: left in run.stdout_path.read_text(), "the server to leave")
         servers[12].kill()  # then gone for good, its rollouts in flight with it
-        stdout, stderr = run.finish()
+        _, stderr = run.finish()
     finally:
         for server in servers.values():
             server.stop()

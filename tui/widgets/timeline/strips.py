@@ -47,6 +47,7 @@ MARKER_GLYPHS: dict[MarkerKind, str] = {
     MarkerKind.MANUAL: "+",
     MarkerKind.UNTRACK: "⌀",
     MarkerKind.RESTART: "↺",
+    MarkerKind.DRAIN: "⊖",
     MarkerKind.SESSION: "│",
 }
 _MARKER_RANK = {kind: rank for rank, kind in enumerate(MARKER_GLYPHS)}
@@ -303,7 +304,7 @@ def _markers(
 
 LEGEND = (
     "─ max in flight  ! refused  × down  ~ draining  "
-    "marks: ! stuck ‖ pause ▸ resume ↕ limit ↻ requeue × cancel + by hand ⌀ untrack"
+    "marks: ! stuck ‖ pause ▸ resume ↕ limit ↻ requeue × cancel + by hand ⌀ untrack ⊖ drain"
 )
 
 
