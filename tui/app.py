@@ -242,7 +242,11 @@ class DashboardApp(App[None]):
         self.silence_banner = SilenceBanner(id="silence-banner")
         self.summary = SummaryStrip(id="summary")
         self.table = RolloutTable(
-            self.board, clock=self.now, baseline=self.source.baseline, id="table"
+            self.board,
+            clock=self.now,
+            baseline=self.source.baseline,
+            watch_rows=self.source.is_watch,
+            id="table",
         )
         self.filter_bar = Input(
             placeholder="filter: text in id, row, status, error or label", id="filter-bar"

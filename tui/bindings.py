@@ -39,6 +39,8 @@ REPLAY_ACTIONS = frozenset(
 # Sending rollouts by hand: the run's own dashboard's, hidden on one attached to it from
 # another process (tui.sources.attached), which steers the dispatch through the run instead.
 OWNER_ACTIONS = frozenset({"new_rollout", "rerun"})
+# Steering a run's dispatch: hidden where there is none (a watch sends nothing).
+STEERING_ACTIONS = frozenset({"requeue", "pause_dispatch", "max_in_flight"})
 
 DASHBOARD_BINDINGS: list[BindingType] = [
     Binding(
@@ -361,6 +363,8 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
     if action in REPLAY_ACTIONS:
         return source.playback is not None
     if action in OWNER_ACTIONS and not source.sends_by_hand:
+        return False
+    if action in STEERING_ACTIONS and source.is_watch:
         return False
     if action == "cancel_server":
         return (source.can_send and record is not None and source.board.can_cancel(record)) or None

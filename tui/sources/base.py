@@ -126,6 +126,13 @@ class DashboardSource(Protocol):
         ...
 
     @property
+    def is_watch(self) -> bool:
+        """The rollouts are a watch's (`osmosis-tui watch`, live or replayed): nobody here sent
+        them, so there is no dispatch to steer (pause, max-in-flight, requeue), and the table
+        shows each one's run and server where a run's shows its row and attempt."""
+        ...
+
+    @property
     def detaches_on_quit(self) -> bool:
         """Quitting leaves the work going where it runs (a viewer attached to it): no
         question, nothing to wind down."""

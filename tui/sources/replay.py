@@ -100,6 +100,10 @@ class ReplaySource:
         self._journal = {result.rollout_id: result for result in history}
         self._manual = frozenset(e.rollout_id for e in events if isinstance(e, SentByHand))
         self._ids = {e.rollout_id for e in events if isinstance(e, StatusSeen)}
+        #: A watch's recording: its rollouts were reported by their servers, nobody sent them.
+        self._watched = any(
+            isinstance(event, StatusSeen) and event.reported_by is not None for event in events
+        )
         manifest = self._json_beside(MANIFEST_FILE)
         #: The run's attempts per row and threshold (`recorded_pass_rule`).
         self.pass_rule = recorded_pass_rule(self._json_beside(METRICS_FILE), manifest)
@@ -204,6 +208,10 @@ class ReplaySource:
     @property
     def sends_by_hand(self) -> bool:
         return False
+
+    @property
+    def is_watch(self) -> bool:
+        return self._watched
 
     @property
     def detaches_on_quit(self) -> bool:

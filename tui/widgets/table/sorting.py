@@ -76,12 +76,18 @@ _STATUS_RANK: dict[str, int] = {
 
 
 def _row(record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
+    reported_by = record.reported_by
+    if reported_by is not None:  # a watch's: its run, then its server
+        return reported_by.run or "", reported_by.server_id
     if record.source_row_index is None:
         return None
     return record.source_row_index, record.run_index or 0
 
 
 def _try(record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
+    reported_by = record.reported_by
+    if reported_by is not None:  # a watch's: its server, then its run
+        return reported_by.server_id, reported_by.run or ""
     if record.run_index is None:
         return None
     return record.run_index, record.source_row_index or 0
