@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.board import RolloutBoard
@@ -49,6 +49,11 @@ class WatchPlan:
     """What a watch listens on, which servers it knows, and where it records."""
 
     events_port: int = OTLP_HTTP_PORT
+    events_host: str = "127.0.0.1"
+    """Where the receiver listens: loopback, unless `--events-listen` says beyond it."""
+    events_token: str | None = field(default=None, repr=False)
+    """The bearer every request to the receiver must carry (required beyond loopback); never
+    shown, logged or recorded."""
     servers: tuple[str, ...] = ()
     server_api_key: str | None = None
     stuck_after_sec: float | None = None
@@ -105,7 +110,9 @@ class WatchSession:
             on_cancel=self._recorder.cancel,
             on_untrack=self._recorder.untracked,
         )
-        self.receiver = EventReceiver(self._heard, port=plan.events_port)
+        self.receiver = EventReceiver(
+            self._heard, host=plan.events_host, port=plan.events_port, token=plan.events_token
+        )
         self.pool: ServerPool | None = (
             ServerPool.connect(
                 list(plan.servers), api_key=plan.server_api_key, on_event=self._server_changed
@@ -129,8 +136,9 @@ class WatchSession:
         not known until then)."""
         if self.started:
             return self.receiver.endpoint
-        port = self.plan.events_port
-        return f"http://127.0.0.1:{port}" if port else None
+        plan = self.plan
+        host = f"[{plan.events_host}]" if ":" in plan.events_host else plan.events_host
+        return f"http://{host}:{plan.events_port}" if plan.events_port else None
 
     def _heard(self, event: OwnershipEvent) -> None:
         reported_by = ReportedBy(

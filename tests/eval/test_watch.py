@@ -206,3 +206,10 @@ async def test_otherwise_every_known_server_is_asked(
 async def test_a_cancel_no_server_answered_is_an_error() -> None:
     with pytest.raises(OSError, match="connection refused"):
         await FleetCanceller([_slot("http://a", None)], "x").cancel_rollout("r1")
+
+
+def test_the_plan_never_shows_its_token() -> None:
+    token = "plan-token-0123456789"
+    plan = WatchPlan(events_host="0.0.0.0", events_token=token)
+    assert token not in repr(plan) and token not in str(plan)
+    assert WatchSession(plan).endpoint == "http://0.0.0.0:4318"
