@@ -419,6 +419,7 @@ class DashboardApp(App[None]):
             read_only=self.source.read_only,
             dispatch=dispatch,
             following=self.follow,
+            watch=self.source.is_watch,
         )
 
     def _log_new_problems(self, changed: Iterable[str]) -> None:

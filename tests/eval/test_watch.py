@@ -138,6 +138,10 @@ async def test_every_rollout_shows_with_its_server_phases_and_a_hung_one_is_canc
     assert [c.disposition for c in replayed.cancels] == ["cancelled_running"]
     assert replayed.reported_by is not None and replayed.reported_by.run_name == "nightly"
     assert replay.warnings == []
+    # Counted as the watch counted: rollouts that ended, no work items, no results.
+    progress = replay.progress()
+    assert (progress.done, progress.total, progress.pass_rate) == (4, 4, None)
+    assert replay.ending is not None and "4 of 4 rollouts ended" in replay.ending.reason
 
 
 async def test_without_a_server_to_ask_nothing_can_be_cancelled(tmp_path: Path) -> None:

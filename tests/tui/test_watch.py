@@ -20,7 +20,7 @@ from core.serving.loopback import serve_in_loop
 from core.types import RolloutStatus
 from server_stub import LocalBackend, create_rollout_server
 from tests.server.plugins import Echo, ExactMatch
-from tests.tui.helpers import row_text, until
+from tests.tui.helpers import row_text, status_line, until
 from tests.tui.watch_states import CANCELLED_HERE, STUCK, watch_app
 from tui.app import create_app
 from tui.screens.dialogs import ConfirmScreen
@@ -128,7 +128,7 @@ async def test_the_filter_finds_a_runs_rollouts_and_the_run_column_groups_them()
         await pilot.press("escape")
         await until(pilot, lambda: len(app.table.order) == 10)
         await pilot.press("O")  # by run, then server: each run's rollouts together
-        await until(pilot, lambda: app.sort.column == "row")
+        await until(pilot, lambda: "sort: run ▲" in status_line(app))
         runs = [app.board.records[rid].reported_by for rid in app.table.order]
         names = [by.run_name if by else None for by in runs]
         assert names == [None, None, *["grpo-step-120"] * 4, *["nightly"] * 4]

@@ -21,6 +21,7 @@ from core.eval.results.records import ItemKey, ItemResult
 from core.eval.watch import WatchPlan, WatchSession
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.pass_rule import PassRule
+from tui.sources.watch_progress import rollouts_ended
 
 #: Why the keys that send or steer work are not offered.
 NOTHING_SENT = "a watch sends nothing: the rollouts are their callers'"
@@ -117,16 +118,7 @@ class WatchSource:
         )
 
     def progress(self) -> Progress:
-        """The rollouts that ended of those seen: nobody here knows how many more will come
-        (so no ETA), nor their results (so no pass rate or reward)."""
-        return Progress(
-            done=sum(1 for record in self.board if record.finished),
-            total=len(self.board),
-            passed=0,
-            completed=0,
-            mean_reward=None,
-            rewards_count=0,
-        )
+        return rollouts_ended(self.board)
 
     def carried_results(self) -> Mapping[ItemKey, ItemResult]:
         return {}

@@ -19,7 +19,7 @@ from core.eval.compare.baseline import Baseline
 from core.phases import PHASES
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
-from tui.widgets.table.columns import BASE, COLUMNS, error_text, flags
+from tui.widgets.table.columns import BASE, COLUMNS, WATCH_COLUMNS, error_text, flags
 
 ASCENDING, DESCENDING = "▲", "▼"
 
@@ -227,11 +227,13 @@ def next_sort(current: Sort, *, baseline: bool = False) -> Sort:
     return Sort() if column is None else Sort(column, SORT_COLUMNS[column].descending)
 
 
-def describe(sort: Sort) -> str:
-    """The sort as the status line names it: "reward ▲", "order submitted"."""
+def describe(sort: Sort, *, watch: bool = False) -> str:
+    """The sort as the status line names it: "reward ▲", "order submitted"; a `watch`'s
+    columns by their titles there ("run ▲" for the row column's key)."""
     if sort.column is None:
         return "order submitted"
-    return f"{TITLES[sort.column]} {sort.marker}"
+    shown = WATCH_COLUMNS.get(sort.column) if watch else None
+    return f"{(shown.title if shown else TITLES[sort.column])} {sort.marker}"
 
 
 def column_keys() -> Iterable[tuple[str, str, str]]:
