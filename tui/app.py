@@ -409,6 +409,7 @@ class DashboardApp(App[None]):
             manual=dispatch.manual if dispatch is not None else 0,
             dispatch_paused=dispatch is not None and dispatch.paused,
             versus=self.source.baseline_counts(),
+            watch=self.source.is_watch,
         )
         self.status_line.show(
             self.table_view,
