@@ -65,21 +65,26 @@ class WatchPlan:
 
 class FleetCanceller:
     """Cancels a watched rollout on the server that reported it, or on every known server
-    when none of them is known to be it (`RolloutRecord.client` of a watched rollout)."""
+    when none of them is known to be it (`RolloutRecord.client` of a watched rollout).
 
-    def __init__(self, slots: list[RolloutServerSlot], server_id: str) -> None:
+    `rollout_id` is the rollout's id on its server; the board may know it by another name (see
+    `WatchSession.row_id`), which the answer is given under."""
+
+    def __init__(self, slots: list[RolloutServerSlot], server_id: str, rollout_id: str) -> None:
         self._slots = slots
         self._server_id = server_id
+        self._rollout_id = rollout_id
 
     def _targets(self) -> list[RolloutServerSlot]:
         own = [s for s in self._slots if s.health.get("instance_id") == self._server_id]
         return own or self._slots
 
     async def cancel_rollout(self, rollout_id: str) -> CancelRolloutsResponse:
-        """The first disposition that found the rollout, else `not_found`; the first error
-        when no server answered at all."""
+        """The first disposition that found the rollout, else `not_found`, under the name it
+        was asked by (`rollout_id`, the board's); the first error when no server answered."""
+        wire_id = self._rollout_id
         answers = await asyncio.gather(
-            *(slot.client.cancel_rollout(rollout_id) for slot in self._targets()),
+            *(slot.client.cancel_rollout(wire_id) for slot in self._targets()),
             return_exceptions=True,
         )
         found = CancelDisposition.NOT_FOUND.value
@@ -88,7 +93,7 @@ class FleetCanceller:
             if isinstance(answer, BaseException):
                 errors.append(answer)
                 continue
-            said = answer.dispositions.get(rollout_id, found)
+            said = answer.dispositions.get(wire_id, found)
             if said != found:
                 return CancelRolloutsResponse(dispositions={rollout_id: said})
         if errors and len(errors) == len(answers):
@@ -111,7 +116,7 @@ class WatchSession:
             on_untrack=self._recorder.untracked,
         )
         self.receiver = EventReceiver(
-            self._heard, host=plan.events_host, port=plan.events_port, token=plan.events_token
+            self.heard, host=plan.events_host, port=plan.events_port, token=plan.events_token
         )
         self.pool: ServerPool | None = (
             ServerPool.connect(
@@ -140,7 +145,8 @@ class WatchSession:
         host = f"[{plan.events_host}]" if ":" in plan.events_host else plan.events_host
         return f"http://{host}:{plan.events_port}" if plan.events_port else None
 
-    def _heard(self, event: OwnershipEvent) -> None:
+    def heard(self, event: OwnershipEvent) -> None:
+        """The receiver's hook: one ownership event, onto the board (its row is `row_id`)."""
         reported_by = ReportedBy(
             event.server_id,
             server_name=event.server_name,
@@ -150,11 +156,20 @@ class WatchSession:
         )
         slots = self.slots
         self.board.server_report(
-            event.rollout_id,
+            self.row_id(event),
             event.mark(),
             reported_by,
-            canceller=FleetCanceller(slots, event.server_id) if slots else None,
+            canceller=(FleetCanceller(slots, event.server_id, event.rollout_id) if slots else None),
         )
+
+    def row_id(self, event: OwnershipEvent) -> str:
+        """The board's id for the event's rollout: its own id, unless another server reported
+        that id first; then `<id>@<server_id>`, so that each server's rollout has a row of its
+        own (its transcript is not looked up under that name)."""
+        record = self.board.records.get(event.rollout_id)
+        if record is None or record.server == event.server_id:
+            return event.rollout_id
+        return f"{event.rollout_id}@{event.server_id}"
 
     def _server_changed(self, slot: RolloutServerSlot, event: str) -> None:
         if self._on_notice is not None:

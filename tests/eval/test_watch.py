@@ -9,6 +9,7 @@ cancels on the server; its folder is played back by the replay.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ from typing import Any
 import pytest
 
 from core.client import RolloutClient
+from core.eval.events.ownership import OwnershipEvent
 from core.eval.servers.launcher import free_port
-from core.eval.servers.pool import RolloutServerSlot
+from core.eval.servers.pool import RolloutServerSlot, ServerPool
 from core.eval.watch import FleetCanceller, WatchPlan, WatchSession
 from core.handle import RolloutHandle
 from core.serving.loopback import serve_in_loop
@@ -186,7 +188,7 @@ def _asked(slot: RolloutServerSlot) -> list[str]:
 async def test_a_cancel_goes_to_the_reporting_server_when_its_health_names_it() -> None:
     own = _slot("http://a", "cancelled_running", instance_id="srv-a")
     other = _slot("http://b", "not_found", instance_id="srv-b")
-    answer = await FleetCanceller([own, other], "srv-a").cancel_rollout("r1")
+    answer = await FleetCanceller([own, other], "srv-a", "r1").cancel_rollout("r1")
     assert answer.dispositions == {"r1": "cancelled_running"}
     assert (_asked(own), _asked(other)) == (["r1"], [])
 
@@ -202,14 +204,14 @@ async def test_otherwise_every_known_server_is_asked(
     dispositions: tuple[str | None, ...], said: str
 ) -> None:
     slots = [_slot(f"http://s{n}", d) for n, d in enumerate(dispositions)]
-    answer = await FleetCanceller(slots, "unknown-server").cancel_rollout("r1")
+    answer = await FleetCanceller(slots, "unknown-server", "r1").cancel_rollout("r1")
     assert answer.dispositions == {"r1": said}
     assert all(_asked(slot) == ["r1"] for slot in slots)
 
 
 async def test_a_cancel_no_server_answered_is_an_error() -> None:
     with pytest.raises(OSError, match="connection refused"):
-        await FleetCanceller([_slot("http://a", None)], "x").cancel_rollout("r1")
+        await FleetCanceller([_slot("http://a", None)], "x", "r1").cancel_rollout("r1")
 
 
 def test_the_plan_never_shows_its_token() -> None:
@@ -217,3 +219,21 @@ def test_the_plan_never_shows_its_token() -> None:
     plan = WatchPlan(events_host="0.0.0.0", events_token=token)
     assert token not in repr(plan) and token not in str(plan)
     assert WatchSession(plan).endpoint == "http://0.0.0.0:4318"
+
+
+async def test_two_servers_rollouts_of_one_id_have_a_row_each_and_cancel_apart() -> None:
+    # Rows are keyed by server and rollout id: a second server's rollout of an id already
+    # reported gets `<id>@<server_id>`, and its cancel sends the id itself to that server.
+    a = _slot("http://a", "not_found", instance_id="srv-a")
+    b = _slot("http://b", "cancelled_running", instance_id="srv-b")
+    session = WatchSession(WatchPlan(events_port=0))
+    assert session.pool is None
+    session.pool = ServerPool([a, b])
+    now = time.time()
+    for server_id in ("srv-a", "srv-b"):
+        session.heard(OwnershipEvent("same", server_id, RolloutStatus.RUNNING, 1, now, 1.0))
+    assert list(session.board.records) == ["same", "same@srv-b"]
+    assert [r.reported_by.server_id for r in session.board if r.reported_by] == ["srv-a", "srv-b"]
+    answers = await session.board.cancel_on_server(["same@srv-b"])
+    assert answers == {"same@srv-b": "cancelled_running"}
+    assert (_asked(a), _asked(b)) == ([], ["same"])

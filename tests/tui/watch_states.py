@@ -67,7 +67,7 @@ def watch_source() -> WatchSource:
                 event_sequence=sequence + 1,
                 server_id=reported_by.server_id,
             )
-            canceller = FleetCanceller(slots, reported_by.server_id)
+            canceller = FleetCanceller(slots, reported_by.server_id, rollout_id)
             board.server_report(rollout_id, mark, reported_by, canceller=canceller)
     # Cancelled from the watch: asked at 69.5 s, its server's answer and its event at 70 s.
     board.records[CANCELLED_HERE].cancels.append(
