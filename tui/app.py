@@ -625,7 +625,8 @@ class DashboardApp(App[None]):
         self.action_sort_by(event.column)
 
     def action_server_filter(self) -> None:
-        servers = [server.url for server in self.source.servers()]
+        # A watch's rows name their server as its events do (`server_id`), not by its URL.
+        servers = [] if self.source.is_watch else [server.url for server in self.source.servers()]
         servers += [record.server for record in self.board if record.server]
         self.filter_server = next_server(self.filter_server, servers)
 

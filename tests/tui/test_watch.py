@@ -13,17 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from textual.widgets import Static
+
 from core.client import RolloutClient
 from core.eval.servers.launcher import free_port
 from core.eval.watch import WatchPlan
 from core.serving.loopback import serve_in_loop
 from core.types import RolloutStatus
 from server_stub import LocalBackend, create_rollout_server
-from tests.server.plugins import Echo, ExactMatch
-from tests.tui.helpers import row_text, status_line, until
+from tests.server.plugins import Echo, ExactMatch, Narrating
+from tests.tui.helpers import row_text, status_line, text_of, until
 from tests.tui.watch_states import CANCELLED_HERE, STUCK, watch_app
 from tui.app import create_app
 from tui.screens.dialogs import ConfirmScreen
+from tui.screens.transcript import TranscriptScreen
 from tui.sources.replay import ReplaySource
 from tui.sources.watch import WatchSource
 
@@ -98,6 +101,45 @@ async def test_a_watch_shows_another_clients_rollouts_and_cancels_the_hung_one(
         assert "nightly" in row_text(replay_app, "quick-rollout")
 
 
+async def test_with_the_servers_preview_root_t_shows_a_watched_rollouts_transcript(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    previews = tmp_path / "previews"
+    server = create_rollout_server(
+        backend=LocalBackend(workflow=Narrating),
+        configure_logging=False,
+        result_wait_timeout_sec=0.3,
+        otlp_endpoint=f"http://127.0.0.1:{port}",
+        preview_root=previews,
+    )
+    async with serve_in_loop(server) as url:
+        source = WatchSource(WatchPlan(events_port=port, previews=previews))
+        app = create_app(source)
+        client = RolloutClient(url=url)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, lambda: source.session.started)
+                await client.run_rollout_async(
+                    [{"role": "user", "content": "What is 6 * 7?"}],
+                    "http://127.0.0.1:9/v1",
+                    "narrating",
+                    metadata={"lines": 2, "sleep": 300},
+                    grade=False,
+                )
+                await until(pilot, lambda: "narrating" in app.table.order)
+                app.table.move_cursor_to("narrating")
+                await pilot.press("t")
+                assert isinstance(app.screen, TranscriptScreen)
+                steps = app.screen.query_one("#transcript-steps", Static)
+                await until(pilot, lambda: "line 2" in text_of(steps))
+                assert "What is 6 * 7?" in text_of(steps)
+                await client.cancel_rollout("narrating")
+        finally:
+            await client.aclose()
+            await source.close()
+
+
 async def test_the_keys_that_send_or_steer_are_not_offered() -> None:
     app = watch_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -126,6 +168,13 @@ async def test_the_filter_finds_a_runs_rollouts_and_the_run_column_groups_them()
         await pilot.press("slash", *"e55b2a9", "enter")  # an id's prefix
         await until(pilot, lambda: len(app.table.order) == 2)
         await pilot.press("escape")
+        await until(pilot, lambda: len(app.table.order) == 10)
+        await pilot.press("v")  # one server's rollouts, by the name its events give it
+        await until(pilot, lambda: len(app.table.order) == 4)
+        assert "server rollout-a" in status_line(app)
+        await pilot.press("v")
+        await until(pilot, lambda: len(app.table.order) == 6)
+        await pilot.press("v")
         await until(pilot, lambda: len(app.table.order) == 10)
         await pilot.press("O")  # by run, then server: each run's rollouts together
         await until(pilot, lambda: "sort: run ▲" in status_line(app))
