@@ -79,7 +79,8 @@ class WatchSource:
         endpoint = session.endpoint
         if endpoint is None:
             return "starting"
-        said = f"OSMOSIS_ROLLOUT_OTLP_ENDPOINT={endpoint}"
+        # Short enough for 80 columns beside a server; the whole setting is printed at start.
+        said = f"events at {endpoint}"
         for slot in session.slots:
             load = health_text(slot.health)
             if load:
