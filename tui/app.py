@@ -75,7 +75,7 @@ from tui.widgets.phase_track import LEGEND
 from tui.widgets.silence_banner import SilenceBanner
 from tui.widgets.status_line import StatusLine
 from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
-from tui.widgets.table.columns import BASE
+from tui.widgets.table.columns import BASE, WATCH_COLUMNS
 from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort, next_sort, pick
 from tui.widgets.table.view import RolloutPick, TableView, next_server, toggle_status
@@ -535,6 +535,8 @@ class DashboardApp(App[None]):
             )
         if action == "sort_by" and parameters == (BASE,):  # its column shows with a baseline
             return self.source.baseline is not None
+        if action == "sort_by" and self.source.is_watch:  # a watch's table has fewer columns
+            return WATCH_COLUMNS.get(str(parameters[0]), True) is not None
         return action_state(action, self.source, self.selected())
 
     # -- actions -----------------------------------------------------------------------------
@@ -705,7 +707,7 @@ class DashboardApp(App[None]):
         self.event_log.toggle_class("-open")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_lines(self), LEGEND))
+        self.push_screen(HelpScreen(help_lines(self, watch=self.source.is_watch), LEGEND))
 
     def action_export(self) -> None:
         records = [self.board.records[rid] for rid in self.table.order]

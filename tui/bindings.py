@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 from core.rollout_record import RolloutRecord
 from tui.sources.base import DashboardSource
 from tui.widgets.format import CHIP_STATUSES
+from tui.widgets.table.columns import WATCH_COLUMNS
 from tui.widgets.table.sorting import column_keys
 
 # Steering the run: hidden on a replay, which is read-only.
@@ -419,10 +420,10 @@ _FAMILIES = {
 }
 
 
-def help_lines(app: App[Any]) -> list[tuple[str, str]]:
+def help_lines(app: App[Any], *, watch: bool = False) -> list[tuple[str, str]]:
     """(keys, what they do) for the help screen: each applicable binding, each family of keys
     (the six status toggles, the column sorts) as one line where its first key stands, then
-    the cursor keys."""
+    the cursor keys; a `watch`'s columns by their titles there."""
     bindings = applicable(app)
     families: dict[str, list[Binding]] = {}
     for binding in bindings:
@@ -436,7 +437,7 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
         if family is None:
             shown.append((keys_shown(app, binding), binding.tooltip or binding.description))
         elif binding is family[0]:
-            members = (f"{b.key} {_argument(b)}" for b in family)
+            members = (f"{b.key} {_argument(b, watch=watch)}" for b in family)
             keys = f"{family[0].key} … {family[-1].key}"
             shown.append((keys, _FAMILIES[name] + ", ".join(members)))
     shown += [
@@ -453,9 +454,12 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
     return shown
 
 
-def _argument(binding: Binding) -> str:
-    """A family member's own word: the status it toggles, the column it sorts by."""
-    return str(parse_action(binding.action)[2][0]).replace("_", " ")
+def _argument(binding: Binding, *, watch: bool = False) -> str:
+    """A family member's own word: the status it toggles, the column it sorts by (a watch's
+    columns by the titles its table gives them)."""
+    argument = str(parse_action(binding.action)[2][0])
+    shown = WATCH_COLUMNS.get(argument) if watch else None
+    return shown.title if shown is not None else argument.replace("_", " ")
 
 
 def palette_commands(app: App[Any]) -> Iterator[SystemCommand]:

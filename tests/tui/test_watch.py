@@ -25,6 +25,7 @@ from tests.server.plugins import Echo, ExactMatch, Narrating
 from tests.tui.helpers import row_text, status_line, text_of, until
 from tests.tui.watch_states import CANCELLED_HERE, STUCK, watch_app
 from tui.app import create_app
+from tui.bindings import help_lines
 from tui.screens.dialogs import ConfirmScreen
 from tui.screens.transcript import TranscriptScreen
 from tui.sources.replay import ReplaySource
@@ -146,6 +147,11 @@ async def test_the_keys_that_send_or_steer_are_not_offered() -> None:
         await pilot.pause()
         for action in ("new_rollout", "rerun", "requeue", "pause_dispatch", "max_in_flight"):
             assert app.check_action(action, ()) is False, action
+        # Sorts by the columns a watch shows, named as it shows them.
+        for column in ("reward", "tokens", "model", "error"):
+            assert app.check_action("sort_by", (column,)) is False, column
+        sorts = dict(help_lines(app, watch=True))["O … F"]
+        assert "O run" in sorts and "Y server" in sorts and "reward" not in sorts
         app.table.move_cursor_to(STUCK)
         await pilot.pause()
         assert app.check_action("cancel_server", ()) is True
