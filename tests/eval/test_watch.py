@@ -22,6 +22,8 @@ from core.client import RolloutClient
 from core.eval.events.ownership import OwnershipEvent
 from core.eval.servers.launcher import free_port
 from core.eval.servers.pool import RolloutServerSlot, ServerPool
+from core.eval.timeline.followed import BoardTimeline
+from core.eval.timeline.recorded import timeline_of_recording
 from core.eval.watch import FleetCanceller, WatchPlan, WatchSession
 from core.handle import RolloutHandle
 from core.serving.loopback import serve_in_loop
@@ -130,11 +132,19 @@ async def test_every_rollout_shows_with_its_server_phases_and_a_hung_one_is_canc
         counts = session.board.counts()
         assert (counts["success"], counts["cancelled"], counts["stuck"]) == (3, 1, 0)
         shown = {r.rollout_id: statuses(session, r.rollout_id) for r in session.board}
+        # The run timeline (w) spans each from its server's first report to its last.
+        live = BoardTimeline(session.board).update(time.monotonic())
+        outcomes = {span.rollout_id: span.outcome for span in live.spans.values()}
+        spans = {rid: (span.end is not None) for rid, span in live.spans.items()}
 
     # The replay of the watch's folder shows the same rows, phases and cancel.
     replay = ReplaySource(folder)
     replay.to_end()
     assert {r.rollout_id: [m.status.value for m in r.timeline()] for r in replay.board} == shown
+    ended = {"quick-0": "success", "quick-1": "success", "ungraded": "success"}
+    assert outcomes == {**ended, "hung": "cancelled"} and all(spans.values())
+    recorded = timeline_of_recording(replay.events)
+    assert {span.rollout_id: span.outcome for span in recorded.spans.values()} == outcomes
     replayed = replay.board.records["hung"]
     assert replayed.status == RolloutStatus.CANCELLED
     assert [c.disposition for c in replayed.cancels] == ["cancelled_running"]
