@@ -22,11 +22,12 @@ from core.serving.loopback import serve_in_loop
 from core.types import RolloutStatus
 from server_stub import LocalBackend, create_rollout_server
 from tests.server.plugins import Echo, ExactMatch, Narrating
-from tests.tui.helpers import row_text, status_line, text_of, until
+from tests.tui.helpers import row_text, screen_lines, status_line, text_of, until
 from tests.tui.watch_states import CANCELLED_HERE, STUCK, watch_app
 from tui.app import create_app
 from tui.bindings import help_lines
 from tui.screens.dialogs import ConfirmScreen
+from tui.screens.rollout_view import RolloutViewScreen
 from tui.screens.transcript import TranscriptScreen
 from tui.sources.replay import ReplaySource
 from tui.sources.watch import WatchSource
@@ -155,6 +156,13 @@ async def test_the_keys_that_send_or_steer_are_not_offered() -> None:
         app.table.move_cursor_to(STUCK)
         await pilot.pause()
         assert app.check_action("cancel_server", ()) is True
+        await pilot.press("d")  # the full view: whose it is, its phases, no result
+        assert isinstance(app.screen, RolloutViewScreen)
+        await pilot.pause()
+        shown = "\n".join(line.rstrip() for line in screen_lines(app))
+        assert "run nightly" in shown and "row -" not in shown
+        assert "run id    r-0412" in shown and "ownership events carry statuses" in shown
+        await pilot.press("escape")
         app.table.move_cursor_to(CANCELLED_HERE)
         await pilot.pause()
         assert app.check_action("cancel_server", ()) is None  # over: greyed out
