@@ -51,6 +51,7 @@ class SyntheticSource:
     event_silence = None
     playback = None
     sends_by_hand = False
+    is_watch = False
     detaches_on_quit = False
     servers_stop_with_run = False
     pass_rule = PassRule(1, 1.0)

@@ -36,7 +36,9 @@ from core.errors import describe_error
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity, ModelCallReport
 from core.phases import PHASES, PhaseMark
+from core.reported_by import ReportedBy
 from core.rollout_record import (
+    Canceller,
     CancelRequest,
     RecordedRollout,
     RequestOptions,
@@ -65,6 +67,9 @@ STUCK_FLOOR_SEC = 30.0
 # and per rollout the first of each status only (a repeat is no news: the board would ignore
 # it), so one id flooded with events holds as little as any other.
 MAX_EARLY_EVENT_ROLLOUTS = 4096
+#: The failures-by-category of a rollout that failed by its server's word alone (a watch's):
+#: the category is in its result, which the events do not carry.
+UNKNOWN_CATEGORY = "category unknown"
 
 
 def _reporting_server(record: RolloutRecord, default: str | None) -> str | None:
@@ -331,6 +336,37 @@ class RolloutBoard:
         if self._on_transition is not None:
             self._on_transition(record, mark)
         self._account(record)
+
+    def server_report(
+        self,
+        rollout_id: str,
+        mark: PhaseMark,
+        reported_by: ReportedBy,
+        *,
+        canceller: Canceller | None = None,
+    ) -> RolloutRecord:
+        """A status a server reported of a rollout nobody here sent (`osmosis-tui watch`).
+
+        Its first report puts the rollout on the board, known from then on only by its
+        server's reports (`RolloutRecord.reported_by`), cancelled through `canceller`; each
+        report is then merged as `server_mark` merges one (a repeat, or a report from another
+        `server_id`, changes nothing)."""
+        record = self.records.get(rollout_id)
+        if record is None:
+            record = RolloutRecord(
+                rollout_id=rollout_id,
+                row_index=None,
+                run_index=None,
+                options=None,
+                server=reported_by.server_id,
+                submitted_at=mark.at,
+                client=canceller,
+                redact=self._redact,
+                reported_by=reported_by,
+            )
+            self._add(record)
+        self.server_mark(rollout_id, mark)
+        return record
 
     # -- model calls (the gateway's hooks) -------------------------------------------------
 
@@ -672,10 +708,13 @@ NOT_ADMITTED_CATEGORY = "not admitted"
 
 def failure_category_of(record: RolloutRecord) -> str | None:
     """The failures-by-category name of `record` when it ended a failure (its server never
-    admitted it, or its result is a failure), else None."""
+    admitted it, its result is a failure, or, for a rollout nobody here sent, its server
+    reported a failure whose result is its caller's), else None."""
     if record.admission_error is not None:
         return NOT_ADMITTED_CATEGORY
+    if record.status != RolloutStatus.FAILURE:
+        return None
     result = record.latest_result
-    if record.status == RolloutStatus.FAILURE and result is not None:
+    if result is not None:
         return failure_category(result.err_category)
-    return None
+    return UNKNOWN_CATEGORY if record.reported_by is not None else None

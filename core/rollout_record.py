@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity
 from core.phases import PhaseMark, SkipReason, skipped_phases
+from core.reported_by import ReportedBy
 from core.types import (
     PHASE_ORDER,
     TERMINAL_STATUSES,
@@ -50,6 +51,15 @@ class Canceller(Protocol):
 
 def _order(mark: PhaseMark) -> tuple[int, float]:
     return PHASE_ORDER.get(mark.status, len(PHASE_ORDER)), mark.at
+
+
+def _furthest_reported(marks: dict[RolloutStatus, PhaseMark]) -> RolloutStatus:
+    """The status a server's reports leave a rollout in: the terminal one once reported (a
+    server ends a rollout once), else the furthest phase; queued before any report."""
+    ended = [status for status in marks if status in TERMINAL_STATUSES]
+    if ended:
+        return ended[0]
+    return max(marks, key=lambda status: PHASE_ORDER.get(status, -1), default=RolloutStatus.QUEUED)
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,10 @@ class RolloutRecord:
     #: One mark per status it got, by status; kept by the board (`RolloutBoard.server_mark`
     #: and the polls it accounts for).
     marks: dict[RolloutStatus, PhaseMark] = field(default_factory=dict)
+    #: Set for a rollout known only from its server's reports (`osmosis-tui watch`): nobody
+    #: here sent or polls it, so its status is the furthest its server reported, a terminal
+    #: one included, and it has no result (the events carry none).
+    reported_by: ReportedBy | None = None
     #: False when nobody watched its phases: a rollout a run folder's journal and log tell of
     #: (an official run's, or one the official tool ran in a run resumed with it), whose
     #: dispatch and result are known but not when it was queued, running or grading.
@@ -165,6 +179,8 @@ class RolloutRecord:
 
         A terminal status is only ever the poll's: the result that comes with it is what the
         run records, and a server's `success` without it would finish nothing."""
+        if self.reported_by is not None:
+            return _furthest_reported(self.marks)
         polled = self.observed.status
         if polled in TERMINAL_STATUSES or polled not in PHASE_ORDER:
             return polled
@@ -282,7 +298,8 @@ class RolloutRecord:
         )
 
     def matches(self, text: str) -> bool:
-        """Case-insensitive match on id, row, status, error and label: what the `/` filter uses."""
+        """Case-insensitive match on id, row, status, error and label, and for a rollout known
+        from its server's reports its server, namespace and run: what the `/` filter uses."""
         needle = text.casefold()
         result = self.latest_result
         haystack = [
@@ -293,5 +310,6 @@ class RolloutRecord:
             (result.err_message or "") if result else "",
             (result.err_category.value if result and result.err_category else ""),
             (self.options.label or "") if self.options else "",
+            *(self.reported_by.texts() if self.reported_by else ()),
         ]
         return any(needle in part.casefold() for part in haystack)

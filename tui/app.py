@@ -77,7 +77,7 @@ from tui.widgets.phase_track import LEGEND
 from tui.widgets.silence_banner import SilenceBanner
 from tui.widgets.status_line import StatusLine
 from tui.widgets.summary import THROUGHPUT_WINDOW_SEC, RunHeader, SummaryStrip
-from tui.widgets.table.columns import BASE
+from tui.widgets.table.columns import BASE, WATCH_COLUMNS
 from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort, next_sort, pick
 from tui.widgets.table.view import RolloutPick, TableView, next_server, toggle_status
@@ -244,7 +244,11 @@ class DashboardApp(App[None]):
         self.silence_banner = SilenceBanner(id="silence-banner")
         self.summary = SummaryStrip(id="summary")
         self.table = RolloutTable(
-            self.board, clock=self.now, baseline=self.source.baseline, id="table"
+            self.board,
+            clock=self.now,
+            baseline=self.source.baseline,
+            watch_rows=self.source.is_watch,
+            id="table",
         )
         self.filter_bar = Input(
             placeholder="filter: text in id, row, status, error or label", id="filter-bar"
@@ -407,6 +411,7 @@ class DashboardApp(App[None]):
             manual=dispatch.manual if dispatch is not None else 0,
             dispatch_paused=dispatch is not None and dispatch.paused,
             versus=self.source.baseline_counts(),
+            watch=self.source.is_watch,
         )
         self.status_line.show(
             self.table_view,
@@ -417,6 +422,7 @@ class DashboardApp(App[None]):
             read_only=self.source.read_only,
             dispatch=dispatch,
             following=self.follow,
+            watch=self.source.is_watch,
         )
 
     def _log_new_problems(self, changed: Iterable[str]) -> None:
@@ -531,6 +537,8 @@ class DashboardApp(App[None]):
             )
         if action == "sort_by" and parameters == (BASE,):  # its column shows with a baseline
             return self.source.baseline is not None
+        if action == "sort_by" and self.source.is_watch:  # a watch's table has fewer columns
+            return WATCH_COLUMNS.get(str(parameters[0]), True) is not None
         return action_state(action, self.source, self.selected())
 
     # -- actions -----------------------------------------------------------------------------
@@ -621,7 +629,8 @@ class DashboardApp(App[None]):
         self.action_sort_by(event.column)
 
     def action_server_filter(self) -> None:
-        servers = [server.url for server in self.source.servers()]
+        # A watch's rows name their server as its events do (`server_id`), not by its URL.
+        servers = [] if self.source.is_watch else [server.url for server in self.source.servers()]
         servers += [record.server for record in self.board if record.server]
         self.filter_server = next_server(self.filter_server, servers)
 
@@ -706,7 +715,7 @@ class DashboardApp(App[None]):
         self.event_log.toggle_class("-open")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_lines(self), LEGEND))
+        self.push_screen(HelpScreen(help_lines(self, watch=self.source.is_watch), LEGEND))
 
     def action_export(self) -> None:
         records = [self.board.records[rid] for rid in self.table.order]

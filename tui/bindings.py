@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 from core.rollout_record import RolloutRecord
 from tui.sources.base import DashboardSource
 from tui.widgets.format import CHIP_STATUSES
+from tui.widgets.table.columns import WATCH_COLUMNS
 from tui.widgets.table.sorting import column_keys
 
 # Steering the run: hidden on a replay, which is read-only.
@@ -39,6 +40,8 @@ REPLAY_ACTIONS = frozenset(
 # Sending rollouts by hand: the run's own dashboard's, hidden on one attached to it from
 # another process (tui.sources.attached), which steers the dispatch through the run instead.
 OWNER_ACTIONS = frozenset({"new_rollout", "rerun"})
+# Steering a run's dispatch: hidden where there is none (a watch sends nothing).
+STEERING_ACTIONS = frozenset({"requeue", "pause_dispatch", "max_in_flight"})
 
 DASHBOARD_BINDINGS: list[BindingType] = [
     Binding(
@@ -370,6 +373,8 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
         return source.playback is not None
     if action in OWNER_ACTIONS and not source.sends_by_hand:
         return False
+    if action in STEERING_ACTIONS and source.is_watch:
+        return False
     if action == "cancel_server":
         return (source.can_send and record is not None and source.board.can_cancel(record)) or None
     if action == "cancel_marked":
@@ -423,10 +428,10 @@ _FAMILIES = {
 }
 
 
-def help_lines(app: App[Any]) -> list[tuple[str, str]]:
+def help_lines(app: App[Any], *, watch: bool = False) -> list[tuple[str, str]]:
     """(keys, what they do) for the help screen: each applicable binding, each family of keys
     (the six status toggles, the column sorts) as one line where its first key stands, then
-    the cursor keys."""
+    the cursor keys; a `watch`'s columns by their titles there."""
     bindings = applicable(app)
     families: dict[str, list[Binding]] = {}
     for binding in bindings:
@@ -440,7 +445,7 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
         if family is None:
             shown.append((keys_shown(app, binding), binding.tooltip or binding.description))
         elif binding is family[0]:
-            members = (f"{b.key} {_argument(b)}" for b in family)
+            members = (f"{b.key} {_argument(b, watch=watch)}" for b in family)
             keys = f"{family[0].key} … {family[-1].key}"
             shown.append((keys, _FAMILIES[name] + ", ".join(members)))
     shown += [
@@ -457,9 +462,12 @@ def help_lines(app: App[Any]) -> list[tuple[str, str]]:
     return shown
 
 
-def _argument(binding: Binding) -> str:
-    """A family member's own word: the status it toggles, the column it sorts by."""
-    return str(parse_action(binding.action)[2][0]).replace("_", " ")
+def _argument(binding: Binding, *, watch: bool = False) -> str:
+    """A family member's own word: the status it toggles, the column it sorts by (a watch's
+    columns by the titles its table gives them)."""
+    argument = str(parse_action(binding.action)[2][0])
+    shown = WATCH_COLUMNS.get(argument) if watch else None
+    return shown.title if shown is not None else argument.replace("_", " ")
 
 
 def palette_commands(app: App[Any]) -> Iterator[SystemCommand]:

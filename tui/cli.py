@@ -20,6 +20,7 @@ from tui.commands.runs import add_runs
 from tui.commands.serve import add_serve
 from tui.commands.std_streams import forgiving_std_streams
 from tui.commands.usage import PROGRAM, UsageError
+from tui.commands.watch import add_watch
 
 #: The distribution whose version `--version` prints (its metadata, as pip installed it).
 DISTRIBUTION = "osmosis-tui"
@@ -79,6 +80,7 @@ def build_parser() -> CommandParser:
     add_attach(commands)
     add_runs(commands)
     add_compare(commands)
+    add_watch(commands)
     parser.commands = commands.choices
     return parser
 

@@ -187,13 +187,15 @@ class LoopbackService:
     bind_error: ClassVar[type[Exception]]
     _listener: LoopbackServer
     _port: int
+    #: The address it binds: loopback, unless the listener says otherwise.
+    _host: str = "127.0.0.1"
 
     async def start(self) -> str:
-        """Bind 127.0.0.1 and serve on this event loop; returns the base URL."""
+        """Bind its address and serve on this event loop; returns the base URL."""
         try:
             return await self._listener.start()
         except OSError as exc:
-            where = f"127.0.0.1:{self._port}" if self._port else "127.0.0.1"
+            where = f"{self._host}:{self._port}" if self._port else self._host
             raise self.bind_error(f"could not bind {self.service_name} on {where}: {exc}") from exc
 
     async def stop(self) -> None:

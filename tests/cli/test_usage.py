@@ -57,7 +57,7 @@ def test_a_mistake_prints_a_short_usage_and_where_the_help_is(tmp_path: Path) ->
         (
             ("evl",),
             "invalid choice 'evl' (choose from eval, serve, replay, report, attach, runs, "
-            "compare); did you mean eval?",
+            "compare, watch); did you mean eval?",
         ),
         (("server", "--demo"), "did you mean serve?"),
         (("eval", "--on-interrupt", "cancle"), "did you mean cancel?"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from core.board import MAX_EARLY_EVENT_ROLLOUTS, RolloutBoard
 from core.phases import PhaseMark
+from core.reported_by import ReportedBy
 from core.rollout_record import RolloutRecord
 from core.types import RolloutStatus
 
@@ -167,3 +168,38 @@ def test_a_rollout_is_one_servers_reports_from_another_server_id_are_refused() -
     assert {m.server_id for _, m in seen if m.source == "server"} == {"srv"}
     board.server_mark("r", server(G, 1.8, 5, "srv"))
     assert record.status is G
+
+
+def test_a_rollout_nobody_here_sent_is_known_by_its_servers_reports_alone() -> None:
+    # `osmosis-tui watch`: the first report puts it on the board; its terminal status is the
+    # server's word (no poll, no result); another server's report of the same id is refused.
+    board, seen = recording_board()
+    owner = ReportedBy("srv", namespace="team", run_id="r-1", run_name="nightly")
+    record = board.server_report("w", server(Q, 5.0, 1), owner)
+    assert record.reported_by == owner and record.server == "srv"
+    assert (record.status, record.submitted_at, record.row_index) == (Q, 5.0, None)
+    board.server_report("w", server(R, 6.0, 2), owner)
+    board.server_report("w", server(R, 6.5, 3), owner)  # a repeat: no news
+    board.server_report("w", server(F, 7.0, 9, server_id="intruder"), owner)
+    assert record.status is R and record.phase_started_at == 6.0
+    assert board.is_stuck(record, now=6.0 + 31.0)  # from the server's own time
+    board.server_report("w", server(G, 8.0, 4), owner)
+    board.server_report("w", server(S, 9.0, 5), owner)
+    assert record.status is S and record.finished and record.terminal_at == 9.0
+    assert record.latest_result is None and record.skipped_phases() == {}
+    assert [m.status for _, m in seen] == [Q, R, G, S]
+    counts = board.counts(now=100.0)
+    assert (counts["success"], counts["stuck"], counts["total"]) == (1, 0, 1)
+    assert record.matches("NIGHTLY") and record.matches("team") and not record.matches("other")
+
+
+def test_a_watched_rollout_first_seen_running_says_its_queue_went_unseen() -> None:
+    board, _ = recording_board()
+    record = board.server_report("w", server(R, 3.0, 7), ReportedBy("srv"))
+    board.server_report("w", server(C, 4.0, 8), ReportedBy("srv"))
+    assert record.status is C and not board.failures_by_category()
+    failed = board.server_report("f", server(F, 5.0, 9), ReportedBy("srv"))
+    assert failed.status is F and board.failures_by_category() == {"category unknown": 1}
+    # The watch began after it was queued: no time is made up for it, it is said unseen.
+    assert record.skipped_phases() == {Q: "not_observed", G: "ended_early"}
+    assert Q not in record.marks

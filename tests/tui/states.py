@@ -89,6 +89,7 @@ class StaticSource:
     can_send: bool = True
     playback: Player | None = None
     sends_by_hand: bool = True
+    is_watch: bool = False
     detaches_on_quit: bool = False
     servers_stop_with_run: bool = False
     server_states: list[ServerView] = field(

@@ -73,3 +73,18 @@ def http_url(text: str) -> str:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """`HOST:PORT` to listen on (`watch --events-listen`): an IPv4 address or name, or an IPv6
+    address in brackets (`[::1]:4318`), and a port of 0-65535 (0: a free one)."""
+    host, colon, given = text.rpartition(":")
+    if not colon or not host:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise argparse.ArgumentTypeError(f"{text!r}: write an IPv6 address in brackets, [::1]:4318")
+    if not host:
+        raise argparse.ArgumentTypeError(f"{text!r} has no host")
+    return host, port(given)

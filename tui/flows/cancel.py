@@ -28,10 +28,20 @@ class CancelFlow:
         """`c`: the selected rollout, if its server can still cancel it."""
         if not self.app.board.can_cancel(record):
             return
+        # A watch's rollout is no dataset row's: its run says whose it is.
+        reported_by = record.reported_by
+        whose = (
+            f" (row {record.source_row_index})"
+            if reported_by is None
+            else f" (run {reported_by.run})"
+            if reported_by.run
+            else ""
+        )
         question = Text.assemble(
             "Cancel rollout ",
             plain(record.rollout_id, "bold"),
-            f" (row {record.source_row_index}) on ",
+            plain(whose),
+            " on ",
             plain(record.server or "its server", "bold"),
             "?\n\nThe server stops its work; ",
             "the row ends as cancelled."

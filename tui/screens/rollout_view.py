@@ -174,9 +174,14 @@ class RolloutViewScreen(ModalScreen[None]):
         record = self.record
         title = Text.assemble(("rollout ", "bold"), plain(record.rollout_id, "bold"), "  ")
         title.append_text(status_text(record.display_status))
-        row = "-" if record.source_row_index is None else str(record.source_row_index)
-        attempt = "-" if record.run_index is None else str(record.run_index)
-        title.append(f"  row {row} / try {attempt}  ")
+        if record.reported_by is not None:  # a watch's: no row nor try, its caller's run
+            title.append("  run ")
+            title.append_text(plain(record.reported_by.run or "-"))
+            title.append("  ")
+        else:
+            row = "-" if record.source_row_index is None else str(record.source_row_index)
+            attempt = "-" if record.run_index is None else str(record.run_index)
+            title.append(f"  row {row} / try {attempt}  ")
         title.append_text(plain(record.server or "-", "dim"))
         title.no_wrap, title.overflow = True, "ellipsis"
         return title

@@ -152,6 +152,10 @@ class ServersScreen(ModalScreen[None]):
         }  # not the start-up's steps, which stand in the servers' place while they start
         self._views = views
         accounts = server_accounts(self.board.records.values(), self._now())
+        # A watch's rollouts name their server by its events' server_id, not its URL.
+        for view in views.values():
+            if view.server_id is not None and view.server_id in accounts:
+                accounts[view.url] = accounts.pop(view.server_id)
         urls = list(views) + [url for url in accounts if url and url not in views]
         lines = [
             (url, server_cells(views.get(url), url, accounts.get(url) or ServerAccount()))
@@ -192,8 +196,10 @@ class ServersScreen(ModalScreen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "drain":
-            # A server the run drives now, of a run that takes steering.
-            return not self.source.read_only and self.cursor_url() in self._views
+            # A server the run drives now, of a run that takes steering (a watch sends
+            # nothing anywhere: there is nothing to drain).
+            source = self.source
+            return not (source.read_only or source.is_watch) and self.cursor_url() in self._views
         return True
 
     def action_drain(self) -> None:

@@ -110,6 +110,10 @@ class AttachedSource:
         return False
 
     @property
+    def is_watch(self) -> bool:
+        return False
+
+    @property
     def detaches_on_quit(self) -> bool:
         return True
 

@@ -34,6 +34,9 @@ class ServerView:
     busy: int = 0
     #: How long its latest answered /health read took.
     health_ms: float | None = None
+    #: Its /health `instance_id`, the `server_id` its ownership events name it by when its
+    #: rollouts are known by those alone (a watch's); None otherwise.
+    server_id: str | None = None
 
 
 STARTING = ServerView("servers", "starting")
@@ -129,6 +132,13 @@ class DashboardSource(Protocol):
     def sends_by_hand(self) -> bool:
         """Whether this dashboard may send rollouts by hand (`n`, `r`): the run's own, not a
         replay nor a viewer attached to the run from another process."""
+        ...
+
+    @property
+    def is_watch(self) -> bool:
+        """The rollouts are a watch's (`osmosis-tui watch`, live or replayed): nobody here sent
+        them, so there is no dispatch to steer (pause, max-in-flight, requeue), and the table
+        shows each one's run and server where a run's shows its row and attempt."""
         ...
 
     @property

@@ -76,6 +76,10 @@ class LiveSource:
         return True
 
     @property
+    def is_watch(self) -> bool:
+        return False
+
+    @property
     def detaches_on_quit(self) -> bool:
         return False
 

@@ -56,6 +56,7 @@ from core.types import RolloutStatus
 from tui.sources.base import NewRollout, RunEnding, ServerView
 from tui.sources.pass_rule import recorded_pass_rule
 from tui.sources.replay_state import ReplayState
+from tui.sources.watch_progress import rollouts_ended
 
 # Gaps longer than this in the recording (an idle resume, a long wait) are shortened.
 MAX_GAP_SEC = 5.0
@@ -100,6 +101,10 @@ class ReplaySource:
         self._journal = {result.rollout_id: result for result in history}
         self._manual = frozenset(e.rollout_id for e in events if isinstance(e, SentByHand))
         self._ids = {e.rollout_id for e in events if isinstance(e, StatusSeen)}
+        #: A watch's recording: its rollouts were reported by their servers, nobody sent them.
+        self._watched = any(
+            isinstance(event, StatusSeen) and event.reported_by is not None for event in events
+        )
         manifest = self._json_beside(MANIFEST_FILE)
         #: The run's attempts per row and threshold (`recorded_pass_rule`).
         self.pass_rule = recorded_pass_rule(self._json_beside(METRICS_FILE), manifest)
@@ -206,6 +211,10 @@ class ReplaySource:
         return False
 
     @property
+    def is_watch(self) -> bool:
+        return self._watched
+
+    @property
     def detaches_on_quit(self) -> bool:
         return False
 
@@ -249,10 +258,14 @@ class ReplaySource:
         if not self.finished:
             return None
         done = self.progress()
+        counted = (
+            f"{done.done} of {done.total} rollouts ended"
+            if self._watched
+            else f"{done.done} of {done.total} work items have their result"
+        )
         return RunEnding(
             f"end of recording: all {len(self.events)} events played, "
-            f"{duration(self.length)} of the run; {done.done} of {done.total} work items "
-            "have their result",
+            f"{duration(self.length)} of the run; {counted}",
             next_steps=(
                 "< plays it again from the start, , steps back one event, : jumps to a time",
             ),
@@ -285,7 +298,9 @@ class ReplaySource:
         return self._timeline
 
     def progress(self) -> Progress:
-        """The run's progress as of the replayed moment."""
+        """The run's progress as of the replayed moment (a watch's: its rollouts ended)."""
+        if self._watched:
+            return rollouts_ended(self.board)
         return self.state.progress(
             self.clock(), total_items=self.total_items, pass_threshold=self.pass_rule.threshold
         )

@@ -173,7 +173,11 @@ class ReplayState:
     def _status(self, event: StatusSeen, at: float) -> None:
         rollout_id = event.rollout_id
         if event.server is not None:
-            self.board.server_mark(rollout_id, replace(event.server, at=at))
+            mark = replace(event.server, at=at)
+            if event.reported_by is not None:
+                self.board.server_report(rollout_id, mark, event.reported_by)
+            else:
+                self.board.server_mark(rollout_id, mark)
             return
         item = self._journal.get(rollout_id)
         terminal = event.status.is_terminal

@@ -73,11 +73,33 @@ def _source(mark: PhaseMark) -> str:
 
 def _origin(record: RolloutRecord) -> list[tuple[str, RenderableType]]:
     """Whether the rollout is a work item's attempt that counts: one sent by hand never does,
-    a requeued one no longer does."""
+    a requeued one no longer does; a watch's is none, and whose it is its server's events say."""
     rows: list[tuple[str, RenderableType]] = []
     if record.manual:
         rows.append(
             ("manual", Text("sent by hand: outside the work items, not in the progress", "cyan"))
+        )
+    reported_by = record.reported_by
+    if reported_by is not None:
+        # A watch's: whose it is is what its server's events said, and nothing tells its result.
+        rows += [
+            (name, plain(value, wrap=True))
+            for name, value in (
+                ("server name", reported_by.server_name),
+                ("namespace", reported_by.namespace),
+                ("run name", reported_by.run_name),
+                ("run id", reported_by.run_id),
+            )
+            if value is not None
+        ]
+        rows.append(
+            (
+                "result",
+                Text(
+                    "with whoever sent it: ownership events carry statuses, not results",
+                    "dim",
+                ),
+            )
         )
     if record.requeued_as is not None:
         rows.append(
@@ -105,9 +127,19 @@ def describe(record: RolloutRecord, board: RolloutBoard, now: float) -> Renderab
         _pairs(
             [
                 ("rollout", plain(record.rollout_id, wrap=True)),
-                (
-                    "row / try",
-                    Text(f"{_or_dash(record.source_row_index)} / {_or_dash(record.run_index)}"),
+                *(
+                    # A watch's rollout is no work item's attempt: it has no row nor try.
+                    []
+                    if record.reported_by is not None
+                    else [
+                        (
+                            "row / try",
+                            Text(
+                                f"{_or_dash(record.source_row_index)} / "
+                                f"{_or_dash(record.run_index)}"
+                            ),
+                        )
+                    ]
                 ),
                 ("server", plain(record.server or "-", wrap=True)),
                 ("status", status_text(record.display_status)),

@@ -37,13 +37,15 @@ class StatusLine(Static):
         read_only: bool,
         dispatch: DispatchState | None = None,
         following: bool = False,
+        watch: bool = False,
     ) -> None:
+        """`watch`: a watch's table, whose columns the sort is named by."""
         filters = view.filters()
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"{shown} of {total} shown", "bold")
         if filters:
             line.append("  filter: " + ", ".join(filters))
-        line.append(f"  sort: {describe(view.sort)}")
+        line.append(f"  sort: {describe(view.sort, watch=watch)}")
         if marked:
             line.append(f"  {marked} marked", "yellow")
         line.append_text(dispatch_text(dispatch, steerable=not read_only))

@@ -186,11 +186,14 @@ class SummaryStrip(Static):
         manual: int = 0,
         dispatch_paused: bool = False,
         versus: BaselineCounts | None = None,
+        watch: bool = False,
     ) -> None:
         """`ended`: the work is over; what is left waits for a resume, and has no ETA.
         `manual`: rollouts sent by hand, on the board but outside the progress.
         `dispatch_paused`: no work item is sent until the user resumes the run.
-        `versus`: with a baseline, the finished items counted against it."""
+        `versus`: with a baseline, the finished items counted against it.
+        `watch`: a watch's rollouts, no work items and without results: nothing is said of
+        dispatch or of rewards."""
         self._shown = partial(
             self.show,
             board,
@@ -201,6 +204,7 @@ class SummaryStrip(Static):
             manual=manual,
             dispatch_paused=dispatch_paused,
             versus=versus,
+            watch=watch,
         )
         # 0 before the first layout: everything, as if there were room.
         room = self.content_size.width or None
@@ -212,6 +216,7 @@ class SummaryStrip(Static):
                 progress,
                 with_zeros=with_zeros,
                 not_admitted=not_admitted,
+                work_items=not watch,
             )
             for with_zeros, not_admitted in ((True, True), (False, True), (False, False))
         ]
@@ -227,7 +232,10 @@ class SummaryStrip(Static):
         if not ended and progress.left:
             counted.append_text(self._eta(progress, dispatch_paused=dispatch_paused))
         mean = progress.mean_reward
-        counted.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
+        if watch:
+            counted.append(" ended", "dim")
+        else:
+            counted.append(f"  mean reward {'-' if mean is None else f'{mean:.3f}'}")
         # The bar gives way to the numbers (down to BAR_LEAST), the sparkline to both: it
         # shows the latest samples that fit, on the scale of them all, or none.
         width = BAR_WIDTH if room is None else min(BAR_WIDTH, room - counted.cell_len)
@@ -309,11 +317,17 @@ class SummaryStrip(Static):
 
 
 def _chips(
-    counts: Counter[str], progress: Progress, *, with_zeros: bool, not_admitted: bool
+    counts: Counter[str],
+    progress: Progress,
+    *,
+    with_zeros: bool,
+    not_admitted: bool,
+    work_items: bool = True,
 ) -> Text:
     """The run's count per status: a resume's results carried over are on no board of this
     session, so they are added to the board's, which the status filters show; the board's
-    share is then said (`success 222 (130 now)`), the rows a filter on the status shows."""
+    share is then said (`success 222 (130 now)`), the rows a filter on the status shows.
+    Without `work_items` (a watch's rollouts), nothing is said of dispatch."""
     chips = Text(no_wrap=True, overflow="ellipsis")
     not_dispatched = progress.not_dispatched
     carried: dict[str, int] = {
@@ -321,7 +335,7 @@ def _chips(
         RolloutStatus.FAILURE: progress.carried_failed,
     }
     # First: what the table cannot show, as no rollout exists for it yet.
-    if not_dispatched or with_zeros:
+    if work_items and (not_dispatched or with_zeros):
         style = "bold" if not_dispatched else "dim"
         chips.append("not dispatched ", style)
         chips.append(f"{not_dispatched}", style)

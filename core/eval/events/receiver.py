@@ -12,7 +12,10 @@ handed to the `on_event` hook, synchronously and in the order the request holds 
 nothing is queued here: the board decides what to keep.
 
 The port is reachable by every local process, so a request is only trusted as far as it
-parses. What is refused never reaches the hook and never stops the run:
+parses. A receiver given a `token` (`osmosis-tui watch --events-listen`, which may listen
+beyond loopback) first wants `Authorization: Bearer <token>` on every request, compared in
+constant time: without it the answer is 401 and nothing is read. What is refused never
+reaches the hook and never stops the run:
 
 - another content type or content encoding: 415;
 - a body (or its decompressed content) over `max_body_bytes`: 413, told by its Content-Length
@@ -42,6 +45,7 @@ usable ownership events. The counts since start are `accepted` (events handed to
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from collections.abc import Callable
@@ -199,7 +203,7 @@ async def _answer(send: Send, response: ExportLogsServiceResponse, media_type: s
 
 class EventReceiver(LoopbackService):
     """The run's ownership-event receiver; see the module docstring. An async context manager
-    serving on 127.0.0.1 in the running event loop."""
+    serving on 127.0.0.1 (or the `host` it is given) in the running event loop."""
 
     service_name = "the event receiver"
     bind_error = EventReceiverError
@@ -208,7 +212,9 @@ class EventReceiver(LoopbackService):
         self,
         on_event: EventHook | None = None,
         *,
+        host: str = "127.0.0.1",
         port: int = 0,
+        token: str | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
         read_timeout_sec: float = READ_TIMEOUT_SEC,
@@ -218,11 +224,16 @@ class EventReceiver(LoopbackService):
     ) -> None:
         """`on_event` is called once per accepted event, in the event loop; an exception
         from it is logged and the event counted as dropped. `port` 0 picks a free port
-        (`--events-port` fixes it); `clock_slack_sec` is how far an event's time may be from
-        ours (None: any time, for records of a fixed, old time); `http_limits` bounds what
-        one connection may make the listener hold (request heads, connections)."""
+        (`--events-port` fixes it), on `host` (a watch's `--events-listen`: then with a
+        `token`, the bearer every request must carry); `clock_slack_sec` is how far an
+        event's time may be from ours (None: any time, for records of a fixed, old time);
+        `http_limits` bounds what one connection may make the listener hold (request heads,
+        connections)."""
         self._on_event = on_event
+        self._host = host
         self._port = port
+        # Compared as bytes: `hmac.compare_digest` takes ASCII text only.
+        self._token = None if token is None else token.encode()
         self._limit = max_body_bytes
         self._max_requests = max_concurrent_requests
         self._read_timeout = read_timeout_sec
@@ -233,6 +244,7 @@ class EventReceiver(LoopbackService):
         self._refused = 0
         self._listener = LoopbackServer(
             self._app,
+            host=host,
             port=port,
             limits=http_limits,
             **listener_options(shutdown_grace_sec),
@@ -268,14 +280,27 @@ class EventReceiver(LoopbackService):
         path, a 405 with `Allow` for another method), counted as refused."""
         if scope["type"] != "http":
             return  # no lifespan (off) and no WebSocket (`HttpLimits`): nothing else comes
-        if scope["path"] != LOGS_PATH:
+        headers = request_headers(scope)
+        if not self._authorized(headers):
+            self._refused += 1
+            await _refuse(send, 401, "Unauthorized", ((b"www-authenticate", b"Bearer"),))
+        elif scope["path"] != LOGS_PATH:
             self._refused += 1
             await _refuse(send, 404, "Not Found")
         elif scope["method"] != "POST":
             self._refused += 1
             await _refuse(send, 405, "Method Not Allowed", ((b"allow", b"POST"),))
         else:
-            await self._export(request_headers(scope), receive, send)
+            await self._export(headers, receive, send)
+
+    def _authorized(self, headers: Headers) -> bool:
+        """Whether the request carries the bearer (always, for a receiver without one)."""
+        if self._token is None:
+            return True
+        # The scheme's name is case-insensitive (RFC 9110); the token is compared in
+        # constant time, so that its length and content cannot be timed out of the answers.
+        scheme, _, credentials = headers.get(b"authorization", b"").partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials, self._token)
 
     async def _export(self, headers: Headers, receive: Receive, send: Send) -> None:
         if self._requests >= self._max_requests:

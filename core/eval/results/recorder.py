@@ -35,7 +35,7 @@ class TransitionRecorder:
 
     def status(self, record: RolloutRecord, mark: PhaseMark) -> None:
         """`on_transition`: a rollout's status change as a poll or the server reported it (a
-        rollout sent by hand's too: a replay shows it)."""
+        rollout sent by hand's too: a replay shows it; one nobody here sent, with whose it is)."""
         log = self._log
         if log is None:
             return
@@ -57,6 +57,7 @@ class TransitionRecorder:
             server_id=mark.server_id,
             sent_t=log.elapsed(record.submitted_at) if first else None,
             server_url=record.server or None if first else None,
+            reported_by=None if record.reported_by is None else record.reported_by.fields(),
         )
 
     def cancel(self, record: RolloutRecord, cancel: CancelRequest) -> None:

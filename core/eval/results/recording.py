@@ -21,6 +21,7 @@ from core.eval.results.records import ItemResult
 from core.eval.results.transitions import read_transitions
 from core.eval.untrusted_json import epoch_seconds, int_of, is_finite, is_number, text_of
 from core.phases import PhaseMark
+from core.reported_by import ReportedBy
 from core.types import RolloutStatus
 
 
@@ -46,6 +47,9 @@ class StatusSeen:
     recorded: bool = True
     """False for a dispatch or a result read from a run folder's journal and log: nobody
     watched the rollout's phases, and its model calls are not recorded either."""
+    reported_by: ReportedBy | None = None
+    """A rollout nobody in the session sent (`osmosis-tui watch`): whose it is, as its
+    server's events said; its `server` report then puts it on the board."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +312,7 @@ class _TransitionsReader:
             server=_server_mark(record, status) if record.get("source") == "server" else None,
             sent=self._at(sent) if is_finite(sent) else None,
             server_url=text_of(record.get("server_url")),
+            reported_by=_reported_by(record.get("reported_by")),
         )
 
     def _cancel(self, record: dict[str, Any], rollout_id: str) -> ReplayEvent:
@@ -370,6 +375,22 @@ def _read_calls(
         call = replace(recorded, started_monotonic=start, ended_monotonic=end)
         yield ModelCallSeen(start, call.as_started(), ended=False)
         yield ModelCallSeen(end, call, ended=True)
+
+
+def _reported_by(value: Any) -> ReportedBy | None:
+    """A line's `reported_by`; None when absent or without a usable `server_id`."""
+    if not isinstance(value, dict):
+        return None
+    server_id = text_of(value.get("server_id"))
+    if server_id is None:
+        return None
+    return ReportedBy(
+        server_id,
+        server_name=text_of(value.get("server_name")),
+        namespace=text_of(value.get("namespace")),
+        run_id=text_of(value.get("run_id")),
+        run_name=text_of(value.get("run_name")),
+    )
 
 
 def _server_mark(record: dict[str, Any], status: RolloutStatus) -> PhaseMark:

@@ -20,7 +20,10 @@ would be null are left out:
   first line, and so is `sent_t`, when its `POST /rollout` was sent (the client's wait for
   admission, 429 retries included, is `t − sent_t`; older logs lack it), and `server_url`, the
   server it was sent to (older logs lack it too). A line without `kind` is
-  read as this one, one without `source` as a poll's (logs of older versions).
+  read as this one, one without `source` as a poll's (logs of older versions). A rollout that
+  nobody in the session sent (`osmosis-tui watch`) has `reported_by` on each of its lines:
+  `{"server_id", "server_name"?, "namespace"?, "run_id"?, "run_name"?}`, as its server's events
+  named it and its caller; its lines are all the server's, its terminal status included.
 - `{"kind": "cancel_request", "rollout_id", "row_index"?, "run_index"?, "source_row_index"?, "t",
   "disposition"?, "error"?, "reply_t"?}`: a cancel was requested at `t`. Written when it is
   asked for, then once more when the server answered: the same line with `disposition`
@@ -156,10 +159,12 @@ class TransitionLog(AppendFile):
         server_id: str | None = None,
         sent_t: float | None = None,
         server_url: str | None = None,
+        reported_by: dict[str, str] | None = None,
     ) -> None:
         """A status change of one rollout as `source` saw it, at `t` seconds since the
         session start; `server_time` (seconds since the epoch), `event_sequence` and
-        `server_id` for a server's report.
+        `server_id` for a server's report; `reported_by` for a rollout nobody in the session
+        sent (its server and caller, as its events name them).
 
         `grade` (whether grading was asked for) goes on a rollout's first record, so that a
         replay can tell a grading phase that was not requested from one that was missed;
@@ -186,6 +191,7 @@ class TransitionLog(AppendFile):
                 "server_id": server_id,
                 "sent_t": None if sent_t is None else round(sent_t, 3),
                 "server_url": server_url,
+                "reported_by": reported_by,
             }
         )
 

@@ -113,10 +113,12 @@ class BoardTimeline:
                 timeline.ended(rollout_id, at, NOT_ADMITTED)
                 timeline.refused(at, record.server)
             return
-        if not record.transitions:
+        # A watch's rollout has no poll: its server's first report began it (`submitted_at`).
+        watched = record.reported_by is not None
+        if not record.transitions and not watched:
             return
         if rollout_id not in timeline.spans:
-            start = self._t(record.transitions[0].at)
+            start = self._t(record.transitions[0].at if not watched else record.submitted_at)
             timeline.began(rollout_id, start, record.server)
             if record.manual:
                 timeline.mark(Marker(start, MarkerKind.MANUAL, "sent by hand", rollout_id))
@@ -141,8 +143,11 @@ class BoardTimeline:
         if span.end is not None:
             return
         if record.finished:
-            # A terminal status is always the last one the polls observed.
-            timeline.ended(rollout_id, self._t(record.transitions[-1].at), record.status.value)
+            # A terminal status is always the last one the polls observed (a watch's: the
+            # server reported it).
+            ended_at = record.terminal_at if watched else record.transitions[-1].at
+            assert ended_at is not None  # finished
+            timeline.ended(rollout_id, self._t(ended_at), record.status.value)
         elif record.untracked:
             untracked_at = record.untracked_at
             # Never later than the update that sees it.

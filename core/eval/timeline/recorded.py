@@ -85,7 +85,9 @@ def _status(timeline: RunTimeline, event: StatusSeen, t: float, lanes: dict[str,
     if event.server is not None:
         lane = lanes.setdefault(rollout_id, event.server.server_id or "")
         timeline.assign_lane(rollout_id, lane)
-        return
+        if event.reported_by is None:
+            return
+        # A watch's rollout: its server's lines are all there is of it, its end among them.
     timeline.began(rollout_id, t, lanes.get(rollout_id, ""))
     if event.status.is_terminal:
         timeline.ended(rollout_id, t, event.status.value)

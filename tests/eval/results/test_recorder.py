@@ -11,6 +11,7 @@ from core.eval.results.recording import StatusSeen, read_recording
 from core.eval.results.transitions import TransitionLog, read_transitions
 from core.handle import Transition
 from core.phases import PhaseMark
+from core.reported_by import ReportedBy
 from core.rollout_record import RecordedRollout, RolloutRecord
 from core.types import RolloutStatus
 
@@ -85,3 +86,29 @@ def test_a_rollouts_first_status_line_keeps_when_it_was_sent_and_a_replay_reads_
         (RolloutStatus.RUNNING, 1.0, None),
     ]
     assert warnings == []
+
+
+def test_a_watched_rollout_s_lines_say_whose_it_is_and_read_back_as_such(tmp_path: Path) -> None:
+    recorder = TransitionRecorder()
+    board = RolloutBoard(on_transition=recorder.status)
+    path = tmp_path / "transitions.jsonl"
+    log = TransitionLog(path, clock=lambda: 100.0)
+    recorder.record_to(log)
+    owner = ReportedBy("srv-a", namespace="team", run_name="nightly")
+    for status, at in ((RolloutStatus.QUEUED, 100.5), (RolloutStatus.CANCELLED, 101.0)):
+        mark = PhaseMark(
+            status, at, "server", server_time=1e9 + at, event_sequence=1, server_id="srv-a"
+        )
+        board.server_report("w1", mark, owner)
+    log.close()
+    lines = [line for line in read_transitions(path) if line["kind"] != "session"]
+    assert [(line["status"], line["source"]) for line in lines] == [
+        ("queued", "server"),
+        ("cancelled", "server"),
+    ]
+    assert all(
+        line["reported_by"] == {"server_id": "srv-a", "namespace": "team", "run_name": "nightly"}
+        for line in lines
+    )
+    seen = [event for event in read_recording(path, []) if isinstance(event, StatusSeen)]
+    assert [event.reported_by for event in seen] == [owner, owner]

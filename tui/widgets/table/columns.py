@@ -63,6 +63,20 @@ COLUMNS = (
     Column("error", "error", 12, drop=3),
     Column("flags", "flags", 10, drop=8),
 )
+#: A watch's rollouts have no dataset row nor attempt: their run and server take those
+#: columns' places (and keys: `O` sorts by the run, grouping its rollouts), as wide as a run's
+#: name needs.
+WATCH_COLUMNS: dict[str, Column | None] = {
+    "row": Column("row", "run", 16, least=10),
+    "try": Column("try", "server", 12, drop=1, dim=True),
+    # The id is what a watch's user looks a rollout up by (the filter takes a prefix of it).
+    "rollout": Column("rollout", "rollout", 24, drop=10, dim=True, least=9),
+    # Nothing tells a watch of results, rewards, tokens or model calls: no columns for them.
+    "reward": None,
+    "tokens": None,
+    "model": None,
+    "error": None,
+}
 # Spare width goes to the flags first ("stuck, cancelled_running, 2 retries" should not be
 # cut), then to the error up to a cap (categories are short; messages are in the details).
 FLAGS_COMFORTABLE = 28
@@ -71,15 +85,19 @@ ERROR_MAX = 20
 Layout = tuple[tuple[Column, int], ...]
 
 
-def layout_columns(width: int, *, baseline: bool = False) -> Layout:
+def layout_columns(width: int, *, baseline: bool = False, watch: bool = False) -> Layout:
     """The columns that fit in `width`, with their widths: never more than `width` (from 15
     columns on: the mark, the row and the phase track), so that no column is ever cut; the
-    base column only with a `baseline`.
+    base column only with a `baseline`; a `watch`'s run and server for the row and attempt.
 
     Columns are dropped least useful first until the rest fit (see `SHRINK_LEVEL` for the
     last of them), then the spare width goes to flags and error.
     """
-    shown = [column for column in COLUMNS if baseline or column.key != BASE]
+    shown = [
+        column
+        for column in (WATCH_COLUMNS.get(c.key, c) if watch else c for c in COLUMNS)
+        if column is not None and (baseline or column.key != BASE)
+    ]
     widths = {column.key: column.width for column in shown}
     for level in sorted({column.drop for column in COLUMNS if column.drop} | {SHRINK_LEVEL}):
         if sum(widths[column.key] for column in shown) <= width:
@@ -151,11 +169,26 @@ def row_cells(
     in_phase = None if record.finished or record.untracked else now - record.phase_started_at
     end = record.terminal_at if record.terminal_at is not None else now
     sample_reward = result.sample.reward if result and result.sample else None
+    reported_by = record.reported_by
     return {
         "mark": ("▌" if marked else "", "bold yellow"),
-        "row": ("-" if record.source_row_index is None else str(record.source_row_index), ""),
-        "try": ("-" if record.run_index is None else str(record.run_index), ""),
-        "rollout": (one_line(record.rollout_id[:10]), ""),
+        "row": (
+            one_line(reported_by.run or "-")
+            if reported_by is not None
+            else "-"
+            if record.source_row_index is None
+            else str(record.source_row_index),
+            "",
+        ),
+        "try": (
+            one_line(reported_by.server_name or reported_by.server_id)
+            if reported_by is not None
+            else "-"
+            if record.run_index is None
+            else str(record.run_index),
+            "",
+        ),
+        "rollout": (one_line(record.rollout_id[: 32 if reported_by else 10]), ""),
         "status": (status_label, STATUS_STYLES.get(status, "")),
         "in_phase": (duration(in_phase), ""),
         "total": (duration(end - record.submitted_at), ""),

@@ -149,6 +149,7 @@ class RolloutTable(ScrollView, can_focus=True):
         *,
         clock: Clock = time.monotonic,
         baseline: Baseline | None = None,
+        watch_rows: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -156,6 +157,8 @@ class RolloutTable(ScrollView, can_focus=True):
         self.clock = clock
         #: The run compared with (`--baseline`): its column, and the regressed rows' tint.
         self.baseline = baseline
+        #: A watch's rollouts: their run and server where a run's row and attempt go.
+        self.watch_rows = watch_rows
         self.order: list[str] = []
         self._position: dict[str, int] = {}
         self._strips: dict[str, Strip] = {}
@@ -401,7 +404,9 @@ class RolloutTable(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         if width != self._layout_width:
             self._layout_width = width
-            self._layout = layout_columns(width, baseline=self.baseline is not None)
+            self._layout = layout_columns(
+                width, baseline=self.baseline is not None, watch=self.watch_rows
+            )
             self._strips.clear()
             self._header = None
             self._resize_virtual()

@@ -19,7 +19,7 @@ from core.eval.compare.baseline import Baseline
 from core.phases import PHASES
 from core.rollout_record import NOT_ADMITTED, RolloutRecord
 from core.types import RolloutStatus
-from tui.widgets.table.columns import BASE, COLUMNS, error_text, flags
+from tui.widgets.table.columns import BASE, COLUMNS, WATCH_COLUMNS, error_text, flags
 
 ASCENDING, DESCENDING = "▲", "▼"
 
@@ -76,12 +76,18 @@ _STATUS_RANK: dict[str, int] = {
 
 
 def _row(record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
+    reported_by = record.reported_by
+    if reported_by is not None:  # a watch's: its run, then its server
+        return reported_by.run or "", reported_by.server_id
     if record.source_row_index is None:
         return None
     return record.source_row_index, record.run_index or 0
 
 
 def _try(record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
+    reported_by = record.reported_by
+    if reported_by is not None:  # a watch's: its server, then its run
+        return reported_by.server_id, reported_by.run or ""
     if record.run_index is None:
         return None
     return record.run_index, record.source_row_index or 0
@@ -221,11 +227,13 @@ def next_sort(current: Sort, *, baseline: bool = False) -> Sort:
     return Sort() if column is None else Sort(column, SORT_COLUMNS[column].descending)
 
 
-def describe(sort: Sort) -> str:
-    """The sort as the status line names it: "reward ▲", "order submitted"."""
+def describe(sort: Sort, *, watch: bool = False) -> str:
+    """The sort as the status line names it: "reward ▲", "order submitted"; a `watch`'s
+    columns by their titles there ("run ▲" for the row column's key)."""
     if sort.column is None:
         return "order submitted"
-    return f"{TITLES[sort.column]} {sort.marker}"
+    shown = WATCH_COLUMNS.get(sort.column) if watch else None
+    return f"{(shown.title if shown else TITLES[sort.column])} {sort.marker}"
 
 
 def column_keys() -> Iterable[tuple[str, str, str]]:
