@@ -27,13 +27,17 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.drive import percentile
 from bench.procs import ROOT, cpu_seconds, started
 from bench.table import Figure, ms
+
+if TYPE_CHECKING:
+    from core.eval import EvalSession
 
 SERVERS = 4
 # Spread, so that rollouts end (and the next ones start) steadily rather than in waves.
@@ -70,9 +74,17 @@ class PeakMemory:
 
 
 async def run_eval(
-    servers: list[str], chat_url: str, total: int, in_flight: int, folder: Path
+    servers: list[str],
+    chat_url: str,
+    total: int,
+    in_flight: int,
+    folder: Path,
+    *,
+    name: str = "scale",
+    after: Callable[[EvalSession], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The eval process: `total` rollouts over `servers`, `in_flight` at once."""
+    """The eval process (run `name`): `total` rollouts over `servers`, `in_flight` at once;
+    `after(session)` adds its own figures once the run is over."""
     from core.eval import EvalRequest, EvalSession, prepare
     from core.eval.gc_tuning import settled_for_a_run
 
@@ -92,7 +104,7 @@ async def run_eval(
             chat_url=chat_url,
             max_in_flight=in_flight,
             output=folder / "out",
-            name="scale",
+            name=name,
         )
     )
     session = EvalSession(plan)
@@ -145,6 +157,7 @@ async def run_eval(
                 seen_terminal.append(transition.at - metrics["ended"])
     failed = [r for r in summary.results.values() if r.status != "success"]
     return {
+        **({} if after is None else after(session)),
         "rollouts": total,
         "in_flight": in_flight,
         "most_in_flight": most_in_flight,

@@ -21,10 +21,10 @@ import uvicorn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _listen() -> socket.socket:
+def _listen(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, port))
     sock.listen(1024)  # connections queue from READY on, before uvicorn starts accepting
     return sock
 
@@ -108,12 +108,14 @@ def main() -> None:
     parser.add_argument("--impl", choices=("ours", "official"), default="ours")
     parser.add_argument("--latency", type=float, default=0.0, help="chat: seconds per answer")
     parser.add_argument("--jitter", type=float, default=0.0, help="chat: latency +- uniform")
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="0: a free one")
     args = parser.parse_args()
     if args.kind == "rollout":
         app = RequestCounter(rollout_app(args.impl))
     else:
         app = chat_app(args.latency, args.jitter)
-    sock = _listen()
+    sock = _listen(args.host, args.port)
     print(f"READY {sock.getsockname()[1]}", flush=True)
     # Each server on the stack it installs with: the official `osmosis-ai[server]` brings
     # plain uvicorn (asyncio loop, h11 parser); ours brings uvloop and httptools.
