@@ -83,7 +83,17 @@ def edit_in_place(path: Path, text: str) -> None:
 def servers_used(session: EvalSession) -> dict[str, Any]:
     """The eval's own account of where its rollouts went (by the URL each was sent to)."""
     by_server = Counter(record.server for record in session.board)
-    return {"servers_used": len(by_server), "fewest_on_a_server": min(by_server.values())}
+    failed = (
+        record.latest_result
+        for record in session.board
+        if record.latest_result is not None and record.latest_result.err_message
+    )
+    first = next(failed, None)
+    return {
+        "servers_used": len(by_server),
+        "fewest_on_a_server": min(by_server.values()),
+        "a_failure": None if first is None else first.err_message,
+    }
 
 
 def measure(py: str, servers: int, total: int, in_flight: int) -> dict[str, Any]:

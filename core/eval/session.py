@@ -40,7 +40,7 @@ from core.eval.results.records import ItemKey, ItemResult, WorkItem, iso_utc
 from core.eval.results.snapshots import Snapshots
 from core.eval.results.transitions import TransitionLog
 from core.eval.runner import EvalRunner, RunSettings, RunStatus
-from core.eval.servers.fd_budget import DescriptorBudget, descriptor_budget
+from core.eval.servers.fd_budget import DescriptorBudget
 from core.eval.servers.pool import AllServersDown, ServerPool
 from core.eval.startup import RunServices, StartupStep
 from core.eval.steering import RunControl
@@ -496,8 +496,7 @@ class EvalSession:
             return "incomplete", str(exc)
         except Exception as exc:  # a server that could not start: the run cannot begin
             return "incomplete", self.redactor.redact(str(exc))
-        # The demo's rollout server runs in a process of its own: only the model may be here.
-        descriptors = descriptor_budget(model_in_process=plan.upstream.kind == "stub")
+        descriptors = services.descriptors
         runner = EvalRunner(
             items=todo,
             rows=plan.rows,

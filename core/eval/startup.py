@@ -14,7 +14,7 @@ import asyncio
 import secrets
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
@@ -33,9 +33,11 @@ from core.eval.results.folder import RunFolder
 from core.eval.results.logs import RunLog
 from core.eval.servers.directory import ServerDirectory
 from core.eval.servers.embedded import demo_rollout_server
+from core.eval.servers.fd_budget import descriptor_budget
 from core.eval.servers.launcher import DEPS_STEP, OUTPUT_STEP, launched_rollout_server
 from core.eval.servers.pool import ServerPool
 from core.eval.stopped_together import StoppedTogether
+from core.serving.loopback import HTTP_LIMITS
 from core.task_end import cancel_and_wait
 from core.transport import AiohttpTransport
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
@@ -82,6 +84,9 @@ class RunServices:
         self._tell = tell
         #: The servers' bearer: the user's, or one of the run's own for the demo's server.
         self.server_api_key = plan.request.server_api_key
+        #: The file descriptors the run may use; the demo's rollout server runs in a process
+        #: of its own: only the model may be here.
+        self.descriptors = descriptor_budget(model_in_process=plan.upstream.kind == "stub")
         self._on_step = on_step or (lambda _message: None)
         self.gateway: ModelGateway | None = None
         self.pool: ServerPool | None = None
@@ -228,6 +233,12 @@ class RunServices:
             on_call_start=self._board.call_started,
             on_call_end=call_ended,
             forward_headers=forwarded,
+            # Every rollout in flight may hold a call: as many as the process can keep in
+            # flight, not the listeners' default, or a large run's calls would get 503s.
+            http_limits=replace(
+                HTTP_LIMITS,
+                max_connections=self.descriptors.listener_connections(HTTP_LIMITS.max_connections),
+            ),
         )
         self._mask([gateway.api_key])
         try:

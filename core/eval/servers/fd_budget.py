@@ -20,6 +20,8 @@ RESERVED_FDS = 64
 PER_ROLLOUT_FDS = 3
 # The stub model's end of each model call.
 IN_PROCESS_MODEL_FDS = 1
+# A listener's connections when the process may open descriptors without limit.
+UNBOUNDED_CONNECTIONS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class DescriptorBudget:
         if self.limit is None:
             return None
         return max(1, (self.limit - RESERVED_FDS) // self.per_rollout)
+
+    def listener_connections(self, least: int) -> int:
+        """How many connections a listener of the run (its model gateway) takes at once: one
+        per rollout in flight, so as many as the process can keep in flight (the ceiling),
+        and never fewer than `least`; with no descriptor limit, `UNBOUNDED_CONNECTIONS`."""
+        ceiling = self.ceiling
+        return max(least, UNBOUNDED_CONNECTIONS if ceiling is None else ceiling)
 
     def lowered(self, asked: str, to: int) -> str:
         """The notice that `asked` in flight was lowered `to` the ceiling, and why."""
