@@ -30,6 +30,7 @@ from core.eval.events.receiver import EventReceiver
 from core.eval.results.folder import TRANSITIONS_FILE
 from core.eval.results.recorder import TransitionRecorder
 from core.eval.results.transitions import TransitionLog
+from core.eval.servers.directory import ServerDirectory
 from core.eval.servers.pool import AllServersDown, RolloutServerSlot, ServerPool
 from core.reported_by import ReportedBy
 from core.types import CancelDisposition, CancelRolloutsResponse
@@ -55,6 +56,9 @@ class WatchPlan:
     """The bearer every request to the receiver must carry (required beyond loopback); never
     shown, logged or recorded."""
     servers: tuple[str, ...] = ()
+    """`--server` URLs; with `servers_file`, found as an eval finds its servers
+    (`core.eval.servers.directory`: a name of several addresses is that many servers)."""
+    servers_file: Path | None = None
     server_api_key: str | None = None
     stuck_after_sec: float | None = None
     output: Path | None = None
@@ -118,13 +122,13 @@ class WatchSession:
         self.receiver = EventReceiver(
             self.heard, host=plan.events_host, port=plan.events_port, token=plan.events_token
         )
-        self.pool: ServerPool | None = (
-            ServerPool.connect(
-                list(plan.servers), api_key=plan.server_api_key, on_event=self._server_changed
-            )
-            if plan.servers
+        self._directory = (
+            ServerDirectory(plan.servers, plan.servers_file)
+            if plan.servers or plan.servers_file is not None
             else None
         )
+        #: The servers known by URL, once `run` found them.
+        self.pool: ServerPool | None = None
         self._log: TransitionLog | None = None
         self._stopped = asyncio.Event()
         self.started = False
@@ -195,7 +199,7 @@ class WatchSession:
         try:
             async with self.receiver:
                 self.started = True  # the receiver listens: its endpoint is known
-                pool = self.pool
+                pool = self.pool = await self._servers()
                 if pool is not None:
                     with contextlib.suppress(AllServersDown):  # said by each server's state
                         await pool.probe_all()
@@ -210,6 +214,18 @@ class WatchSession:
             if self.pool is not None:
                 await self.pool.aclose()
             self.close_recording()
+
+    async def _servers(self) -> ServerPool | None:
+        """The pool of the servers given, followed as their names and file change."""
+        directory = self._directory
+        if directory is None:
+            return None
+        return ServerPool.connect(
+            await directory.endpoints(),
+            api_key=self.plan.server_api_key,
+            on_event=self._server_changed,
+            directory=directory,
+        )
 
     def close_recording(self) -> None:
         """Write out and close `transitions.jsonl` (done by `run` as it ends; idempotent)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -249,3 +249,34 @@ async def test_two_servers_rollouts_of_one_id_have_a_row_each_and_cancel_apart()
     answers = await session.board.cancel_on_server(["same@srv-b"])
     assert answers == {"same@srv-b": "cancelled_running"}
     assert (_asked(a), _asked(b)) == ([], ["same"])
+
+
+async def test_the_watch_finds_its_servers_as_an_eval_does(tmp_path: Path) -> None:
+    # --servers-file (and a --server name of several addresses) as in `eval`: the servers
+    # listed are read, and followed as the file changes.
+    async with AsyncExitStack() as stack:
+        a, b = [
+            await stack.enter_async_context(
+                serve_in_loop(
+                    create_rollout_server(
+                        backend=LocalBackend(workflow=Echo, grader=ExactMatch),
+                        configure_logging=False,
+                    )
+                )
+            )
+            for _ in range(2)
+        ]
+        listing = tmp_path / "servers.txt"
+        listing.write_text(f"{a}\n")
+        session = WatchSession(WatchPlan(events_port=0, servers_file=listing))
+        running = asyncio.ensure_future(session.run())
+        try:
+            await eventually(lambda: [s.url for s in session.slots] == [a], "the listed server")
+            pool = session.pool
+            assert pool is not None
+            listing.write_text(f"{a}\n{b}\n")
+            await pool.refresh()  # what its watch does every few seconds
+            assert [slot.url for slot in session.slots] == [a, b]
+        finally:
+            session.stop()
+            await running

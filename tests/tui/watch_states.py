@@ -9,7 +9,7 @@ from the watch, one is queued; the rest ended as their servers said. Both server
 
 from __future__ import annotations
 
-from core.eval.servers.pool import RolloutServerSlot
+from core.eval.servers.pool import RolloutServerSlot, ServerPool
 from core.eval.watch import FleetCanceller, WatchPlan
 from core.phases import PhaseMark
 from core.reported_by import ReportedBy
@@ -50,6 +50,8 @@ def watch_source() -> WatchSource:
     source = WatchSource(WatchPlan(servers=(SERVER_A, SERVER_B), stuck_after_sec=60.0))
     board = source.board
     board.started_at = T0
+    # The servers as the watch's run leaves them once their /health answered.
+    source.session.pool = ServerPool.connect([SERVER_A, SERVER_B], api_key=None)
     slots: list[RolloutServerSlot] = source.session.slots
     for slot, instance, running in zip(slots, ("rollout-a", "rollout-b"), (1, 3), strict=True):
         slot.health = {
@@ -57,6 +59,7 @@ def watch_source() -> WatchSource:
             "instance_id": instance,
             "concurrency": {"max_concurrent": 8, "running": running, "queued": 1},
         }
+        slot.instance_id = instance
     for rollout_id, reported_by, steps in ROLLOUTS:
         for sequence, (status, at) in enumerate(steps):
             mark = PhaseMark(

@@ -63,7 +63,14 @@ def add_watch(commands: Any) -> None:
         default=[],
         type=http_url,
         metavar="URL",
-        help="a rollout server to read /health from and cancel on (repeat for several)",
+        help="a rollout server to read /health from and cancel on (repeat for several); a "
+        "host name of several addresses is that many servers, looked up again as it runs",
+    )
+    watch.add_argument(
+        "--servers-file",
+        type=Path,
+        metavar="FILE",
+        help="rollout server URLs, one a line, read again when the file changes",
     )
     watch.add_argument(
         "--server-api-key",
@@ -93,7 +100,10 @@ def add_watch(commands: Any) -> None:
 
 
 def run_watch(args: argparse.Namespace) -> int:
+    from core.eval.errors import InputError
     from core.eval.events.receiver import EventReceiverError
+    from core.eval.plan.server_url import base_url
+    from core.eval.servers.directory import read_servers_file
     from core.eval.watch import WatchError, WatchPlan
     from tui.app import create_app
     from tui.commands.dashboard import run_and_close
@@ -101,6 +111,11 @@ def run_watch(args: argparse.Namespace) -> int:
 
     if args.previews is not None and not args.previews.is_dir():
         raise UsageError(f"--previews {args.previews}: no such folder")
+    if args.servers_file is not None:
+        try:
+            read_servers_file(args.servers_file)
+        except InputError as exc:
+            raise UsageError(str(exc)) from None
     host, events_port = args.events_listen or ("127.0.0.1", args.events_port)
     token = _events_token(args)
     if token is None and not _loopback(host):
@@ -112,7 +127,8 @@ def run_watch(args: argparse.Namespace) -> int:
         events_port=events_port,
         events_host=host,
         events_token=token,
-        servers=tuple(args.server),
+        servers=tuple(base_url(url) for url in args.server),
+        servers_file=args.servers_file,
         server_api_key=args.server_api_key or os.environ.get(SERVER_API_KEY_ENV) or None,
         stuck_after_sec=args.stuck_after,
         output=args.output,
