@@ -265,7 +265,7 @@ class SummaryStrip(Static):
             failed.append(f"{category} {count}  ", "red")
         # The baseline's counts and the model's totals keep their place on the right; the
         # failures give way, and where they would have too little room the counts say less.
-        totals = _model_totals(board, elapsed)
+        totals = _per_run(board, elapsed) if watch else _model_totals(board, elapsed)
         right = Text(no_wrap=True)
         if versus is not None:
             right = _versus(versus, short=False)
@@ -372,6 +372,33 @@ def _versus(counts: BaselineCounts, *, short: bool) -> Text:
         said.append(" regressed", "red" if regressed else "dim")
     said.append(f", {counts.compared} compared" if not short else f" of {counts.compared}", "dim")
     return said
+
+
+#: A watch's throughput per run counts the rollouts that ended within this much of now.
+PER_RUN_WINDOW_SEC = 60.0
+#: The runs a watch's strip names (the busiest first); the rest are counted as "+N runs".
+PER_RUN_SHOWN = 3
+
+
+def _per_run(board: RolloutBoard, elapsed: float) -> Text:
+    """A watch's throughput per group: for the busiest runs (as the events name them), how
+    many of their rollouts ended in the last minute ("ended/min grpo-step-120 42 · nightly
+    7"); nothing while none ended lately."""
+    now = board.started_at + elapsed
+    ended: Counter[str] = Counter()
+    for record in board:
+        at = record.terminal_at
+        if at is not None and now - at <= PER_RUN_WINDOW_SEC and record.reported_by is not None:
+            ended[record.reported_by.run or "-"] += 1
+    text = Text(no_wrap=True)
+    if not ended:
+        return text
+    text.append(f"ended/{PER_RUN_WINDOW_SEC / 60:g}min ", "dim")
+    busiest = ended.most_common()
+    text.append(" · ".join(f"{one_line(run)} {count}" for run, count in busiest[:PER_RUN_SHOWN]))
+    if len(busiest) > PER_RUN_SHOWN:
+        text.append(f" +{len(busiest) - PER_RUN_SHOWN} runs", "dim")
+    return text
 
 
 def _model_totals(board: RolloutBoard, elapsed: float) -> Text:
