@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import Baseline, BaselineCounts
@@ -18,6 +18,9 @@ from core.eval.results.metrics import Progress
 from core.eval.results.records import ItemKey, ItemResult
 from core.eval.timeline.model import RunTimeline
 from tui.sources.pass_rule import PassRule
+
+if TYPE_CHECKING:
+    from core.eval.servers.pool import RolloutServerSlot
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,22 @@ class ServerView:
     #: Its /health `instance_id`, the `server_id` its ownership events name it by when its
     #: rollouts are known by those alone (a watch's); None otherwise.
     server_id: str | None = None
+
+
+def slot_view(slot: RolloutServerSlot, state: str, *, watched: bool) -> ServerView:
+    """What a front end shows of a server the run (or watch) reaches through its pool: `state`
+    as the source words it, `watched` while something still follows it."""
+    return ServerView(
+        slot.url,
+        state,
+        slot.restarts,
+        slot.last_error,
+        watched=watched,
+        capacity=slot.capacity,
+        busy=slot.client.busy_answers,
+        health_ms=slot.health_ms,
+        server_id=slot.instance_id,
+    )
 
 
 STARTING = ServerView("servers", "starting")

@@ -18,7 +18,7 @@ from core.eval.results.records import ItemKey, ItemResult
 from core.eval.servers.pool import shown_state
 from core.eval.session import REFUSED_AT_START
 from core.rollout_record import RequestOptions
-from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView
+from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView, slot_view
 from tui.sources.pass_rule import PassRule
 
 
@@ -166,16 +166,7 @@ class LiveSource:
             return [ServerView(step.doing, "starting", detail=step.latest)]
         launched = self.plan.mode != "servers"
         return [
-            ServerView(
-                slot.url,
-                shown_state(slot, run_over=ended, launched=launched),
-                slot.restarts,
-                slot.last_error,
-                watched=not ended,
-                capacity=slot.capacity,
-                busy=slot.client.busy_answers,
-                health_ms=slot.health_ms,
-            )
+            slot_view(slot, shown_state(slot, run_over=ended, launched=launched), watched=not ended)
             for slot in pool.slots
         ]
 

@@ -19,7 +19,7 @@ from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.eval.results.records import ItemKey, ItemResult
 from core.eval.watch import WatchPlan, WatchSession
-from tui.sources.base import NewRollout, RunEnding, ServerView
+from tui.sources.base import NewRollout, RunEnding, ServerView, slot_view
 from tui.sources.pass_rule import PassRule
 from tui.sources.watch_progress import rollouts_ended
 
@@ -126,20 +126,7 @@ class WatchSource:
 
     def servers(self) -> list[ServerView]:
         ended = self.session.ended
-        return [
-            ServerView(
-                slot.url,
-                slot.state,
-                slot.restarts,
-                slot.last_error,
-                watched=not ended,
-                capacity=slot.capacity,
-                busy=slot.client.busy_answers,
-                health_ms=slot.health_ms,
-                server_id=slot.instance_id,
-            )
-            for slot in self.session.slots
-        ]
+        return [slot_view(slot, slot.state, watched=not ended) for slot in self.session.slots]
 
     @property
     def event_silence(self) -> None:
