@@ -37,6 +37,8 @@ callers have always caught. Where each one lives:
     │   └── ControlActionError    the run could not do what a viewer asked
     ├── CompareInputError     a run cannot be compared as asked (not a run, no row in
     │                         common, another dataset): exit 2 (core.eval.compare.compared_run)
+    ├── WatchError            a watch cannot start: its output folder cannot be written; also
+    │                         a RuntimeError (core.eval.watch)
     └── ReplayError           a run's recording cannot be replayed (tui.sources.replay)
 
 The rollout protocol's own errors (`RolloutProtocolError`, `RolloutAdmissionTimeoutError`)

@@ -26,6 +26,7 @@ from core.eval.results.lock import RunLocked
 from core.eval.runner import ControlRefused
 from core.eval.servers.launcher import LaunchError
 from core.eval.servers.pool import AllServersDown
+from core.eval.watch import WatchError
 from tui.sources.replay import ReplayError
 
 TREE: list[tuple[type[Exception], type[Exception]]] = [
@@ -46,6 +47,7 @@ TREE: list[tuple[type[Exception], type[Exception]]] = [
     (ControlLost, ControlError),
     (ControlActionError, ControlError),
     (CompareInputError, EvalError),
+    (WatchError, EvalError),
     (ReplayError, EvalError),
     (ControlRefused, RuntimeError),
     (RunLocked, EvalError),
