@@ -130,7 +130,9 @@ class ControlEndpoint:
                 "complete": False,
             }
         session = self.session
-        report = RunReport.of(summary, session.plan, session.board, self.rerun)
+        report = RunReport.of(
+            summary, session.plan, session.board, self.rerun, session.budget.spend()
+        )
         return {
             "reason": report.message(),
             "problem": summary.problem,
