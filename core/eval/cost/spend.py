@@ -8,9 +8,12 @@ err on. Before this session finished an item there is no projection.
 
 The budget: when the projected total would pass it, dispatch pauses (those in flight go on);
 `P` resumes anyway, and the budget does not pause the run again until it is changed; raising
-the budget above the projection resumes a pause it made. When the spend reaches it, the run
-stops: no new item is sent, those in flight are cancelled, and what is left stays pending for a
-resume, whose spend counts from what the run's calls.jsonl says was spent before.
+the budget above the projection resumes a pause it made, and so does the projection coming
+back within it (items in flight when it paused finished cheaper than it foresaw). When the
+spend reaches it, the run stops: no new item is sent, those in flight are cancelled (they
+would spend more), and what is left stays pending for a resume, whose spend counts from what
+the run's calls.jsonl says was spent before. A run with nobody to press `P` (headless) is
+never paused by its budget, only stopped.
 """
 
 from __future__ import annotations
@@ -72,6 +75,12 @@ def project(spent: float | None, session_spent: float | None, progress: Progress
     if spent is None or session_spent is None or finished_here <= 0:
         return None
     return spent + session_spent / finished_here * left
+
+
+def board_spend(spent: float | None, progress: Progress) -> Spend:
+    """The spend of a run whose budget keeper is not at hand (a replay, an attached or a
+    watched run): what its board summed, projected the same way, with no budget."""
+    return Spend(spent_usd=spent, session_usd=spent, projected_usd=project(spent, spent, progress))
 
 
 def cents(usd: float) -> int:
@@ -158,6 +167,10 @@ class RunBudget:
             self._stop(message)
             return
         projected = spend.projected_usd
+        if self._holding and (projected is None or projected <= limit):
+            # In-flight items' spend made the projection high; finished, they bring it back.
+            self._lift(projected, limit, spent)
+            return
         if (
             self.pauses
             and projected is not None
@@ -194,10 +207,20 @@ class RunBudget:
             spend.spent_usd or 0.0,
             spend.projected_usd,
         )
-        if self._holding and (spend.projected_usd is None or spend.projected_usd <= limit_usd):
-            self._holding = False
-            self._control.resume()
         self.check()
+
+    def _lift(self, projected: float | None, limit: float, spent: float) -> None:
+        """The projection is within the budget again: the pause the budget made ends."""
+        self._holding = False
+        shown = "unknown" if projected is None else f"${projected:.4f}"
+        self._record(
+            f"budget: the projected total {shown} is within ${limit:g}; dispatch resumes",
+            "budget_resume",
+            limit,
+            spent,
+            projected,
+        )
+        self._control.resume()
 
     def _record(
         self,
@@ -217,4 +240,4 @@ class RunBudget:
         self._recorder.steered(action, cents(limit))
 
 
-__all__ = ["BudgetState", "RunBudget", "Spend", "cents", "project", "spent_before"]
+__all__ = ["BudgetState", "RunBudget", "Spend", "board_spend", "cents", "project", "spent_before"]
