@@ -190,6 +190,9 @@ class AttachedSource:
         return self.client.baseline_counts
 
     def spend(self) -> Spend:
+        reported = self.client.spend
+        if reported is not None:
+            return reported
         return board_spend(self.board.total_cost_usd, self.progress())
 
     def servers(self) -> list[ServerView]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 BudgetState = Literal["off", "within", "paused", "reached"]
 """No budget; spend and projection within it; dispatch paused by it; the run stopped at it."""
+BUDGET_STATES: tuple[BudgetState, ...] = ("off", "within", "paused", "reached")
 #: The step of the budget's logs.txt lines, as the other controls'.
 BUDGET_STEP = "control"
 
@@ -240,4 +241,13 @@ class RunBudget:
         self._recorder.steered(action, cents(limit))
 
 
-__all__ = ["BudgetState", "RunBudget", "Spend", "board_spend", "cents", "project", "spent_before"]
+__all__ = [
+    "BUDGET_STATES",
+    "BudgetState",
+    "RunBudget",
+    "Spend",
+    "board_spend",
+    "cents",
+    "project",
+    "spent_before",
+]
