@@ -9,6 +9,7 @@ from __future__ import annotations
 from core.eval.cost.price import TokenPrice
 from server_stub.demo import MultiplyWorkflow
 from tests.tui.helpers import SIZE, LiveFactory, make_app, status_line, text_of, until
+from tests.tui.recordings import played_to_the_end
 from tests.tui.states import budget_source, build_app
 from tests.tui.test_control import control_lines
 from tui.app import DashboardApp
@@ -50,6 +51,10 @@ async def test_the_projection_pauses_dispatch_p_resumes_and_the_spend_stops_the_
     actions = [line["action"] for line in control_lines(live)]
     assert actions[:3] == ["budget_pause", "pause", "resume"]
     assert "budget_reached" in actions
+    # A replay of the run says what the budget did, when it did.
+    notes = [text for _t, text in played_to_the_end(live.folder).notes]
+    assert "the projected spend passed the budget: dispatch paused (budget $0.02)" in notes
+    assert "the spend reached the budget: the run stopped (budget $0.02)" in notes
 
 
 async def test_dollar_raises_the_budget_and_lifts_its_pause(live_eval: LiveFactory) -> None:
