@@ -18,6 +18,7 @@ from textual import events
 from textual.strip import Strip
 
 from core.board import RolloutBoard
+from core.eval.cost.spend import Spend, board_spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.eval.results.records import ItemKey, ItemResult
@@ -63,6 +64,9 @@ class SyntheticSource:
     def baseline_counts(self) -> None:
         return None
 
+    def spend(self) -> Spend:
+        return board_spend(self.board.total_cost_usd, self.progress())
+
     def servers(self) -> list[ServerView]:
         return []
 
@@ -91,6 +95,9 @@ class SyntheticSource:
         raise RuntimeError("read-only")
 
     async def set_max_in_flight(self, limit: int) -> int:
+        raise RuntimeError("read-only")
+
+    async def set_budget(self, usd: float) -> None:
         raise RuntimeError("read-only")
 
     async def requeue(self, rollout_id: str) -> str:

@@ -412,6 +412,7 @@ class DashboardApp(App[None]):
             dispatch_paused=dispatch is not None and dispatch.paused,
             versus=self.source.baseline_counts(),
             watch=self.source.is_watch,
+            spend=self.source.spend(),
         )
         self.status_line.show(
             self.table_view,
@@ -744,6 +745,9 @@ class DashboardApp(App[None]):
 
     def action_max_in_flight(self, step: int) -> None:
         self.control_flow.step_limit(step)
+
+    def action_raise_budget(self) -> None:
+        self.control_flow.raise_budget()
 
     def action_requeue(self) -> None:
         self.control_flow.ask_requeue()

@@ -41,7 +41,7 @@ REPLAY_ACTIONS = frozenset(
 # another process (tui.sources.attached), which steers the dispatch through the run instead.
 OWNER_ACTIONS = frozenset({"new_rollout", "rerun"})
 # Steering a run's dispatch: hidden where there is none (a watch sends nothing).
-STEERING_ACTIONS = frozenset({"requeue", "pause_dispatch", "max_in_flight"})
+STEERING_ACTIONS = frozenset({"requeue", "pause_dispatch", "max_in_flight", "raise_budget"})
 
 DASHBOARD_BINDINGS: list[BindingType] = [
     Binding(
@@ -129,6 +129,15 @@ DASHBOARD_BINDINGS: list[BindingType] = [
         tooltip="Lower max-in-flight by one (cancels nothing)",
         show=False,
         id="dispatch.fewer",
+    ),
+    Binding(
+        "dollar_sign",
+        "raise_budget",
+        "Raise budget",
+        tooltip="Raise the run's --budget by a quarter (a pause the budget made resumes "
+        "when the projected total is within it)",
+        show=False,
+        id="dispatch.budget",
     ),
     Binding(
         "slash",
@@ -394,6 +403,8 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
         return record is not None or None
     if action == "requeue":
         return source.can_send or None  # the flow says which of the rollouts can be
+    if action == "raise_budget":
+        return (not source.finished and source.spend().budget_usd is not None) or None
     if action in ("pause_dispatch", "max_in_flight"):
         state = source.dispatch()
         if state is None or source.finished:

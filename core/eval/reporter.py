@@ -22,6 +22,7 @@ from typing import Any, Literal, TextIO
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import BaselineCounts, BaselineTally
+from core.eval.cost.spend import Spend
 from core.eval.duration_text import duration
 from core.eval.plan.prepare import EvalPlan
 from core.eval.results.records import ItemResult
@@ -74,10 +75,20 @@ class RunReport:
     a viewer): a cancelled rollout has no result."""
     versus: BaselineCounts | None = None
     """With `--baseline`: the run's results counted against it."""
+    spend: Spend | None = None
+    """What the run spent on its model, projected and may spend (`core.eval.cost.spend`)."""
 
     @classmethod
-    def of(cls, summary: EvalSummary, plan: EvalPlan, board: RolloutBoard, rerun: str) -> RunReport:
-        """The report of the run whose board is `board` (hand-made rollouts aside)."""
+    def of(
+        cls,
+        summary: EvalSummary,
+        plan: EvalPlan,
+        board: RolloutBoard,
+        rerun: str,
+        spend: Spend | None = None,
+    ) -> RunReport:
+        """The report of the run whose board is `board` (hand-made rollouts aside), and its
+        `spend` when the session's budget keeper is at hand."""
         items = [record for record in board if not record.manual]
         cancelled = {
             (record.row_index, record.run_index)
@@ -89,7 +100,7 @@ class RunReport:
         versus = None
         if baseline is not None:
             versus = BaselineTally(baseline, summary.results.values()).counts()
-        return cls(summary, plan, len(items), rerun, len(pending), versus)
+        return cls(summary, plan, len(items), rerun, len(pending), versus, spend)
 
     def message(self) -> str:
         summary = self.summary
@@ -162,6 +173,16 @@ class RunReport:
             dataset_source=self.plan.dataset_source,
             workspace=self.plan.workspace,
         )
+        spend = self.spend
+        if spend is not None:
+            # Ours, in our key, as the baseline's: the official keys stay as they are.
+            document[OURS]["spend"] = {
+                "spent_usd": spend.spent_usd,
+                "projected_usd": spend.projected_usd,
+                "budget_usd": spend.budget_usd,
+                "budget_state": spend.state,
+                "price_source": self.plan.price.source,
+            }
         baseline = self.plan.baseline
         if baseline is not None and self.versus is not None:
             # Ours, so in our key: the official envelope's keys stay as they are.

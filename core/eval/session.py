@@ -20,6 +20,7 @@ from pathlib import Path
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import BaselineTally
+from core.eval.cost.spend import RunBudget, spent_before
 from core.eval.dispatch_gate import within_capacity
 from core.eval.errors import InputError
 from core.eval.event_silence import EVENTS_GRACE_SEC, EventSilence
@@ -83,6 +84,17 @@ class EvalSession:
         #: What the board and the controls report, in transitions.jsonl once the folder is open.
         self._recorder = TransitionRecorder()
         self.control = RunControl(self._recorder)
+        #: The run's spend and `--budget`: it pauses and stops the dispatch through `control`.
+        self.budget = RunBudget(
+            plan.request.budget_usd,
+            before_usd=0.0,
+            session_spent=lambda: self.board.total_cost_usd,
+            progress=self.progress,
+            control=self.control,
+            recorder=self._recorder,
+        )
+        # Set when the spend reached the budget: the run stopped, what is left stays pending.
+        self._budget_stop: str | None = None
         # Through `_redact`: the redactor learns the gateway's bearer once it exists.
         self.board = RolloutBoard(
             stuck_after_sec=plan.request.stuck_after_sec,
@@ -343,6 +355,8 @@ class EvalSession:
             self.on_start(plan.run_name, len(todo), recorded)
             self._recorder.record_to(transitions)
             self.control.record_to(log)
+            self.budget.before_usd = spent_before(folder.calls_path)
+            self.budget.record_to(log)
 
             def finished(result: ItemResult) -> None:
                 if result.error_type is not None:  # a server's error text may quote a key
@@ -370,6 +384,7 @@ class EvalSession:
                 self._retried.discard(result.key)
                 resumed.discard(result.key)
                 snapshots.item_finished(result, on_file, resumed)
+                self.budget.check()
                 log.write(
                     "work item finished",
                     step="result",
@@ -413,6 +428,9 @@ class EvalSession:
             if self._write_problem is not None:
                 status = "incomplete"
                 problem = self._write_problem
+            elif self._budget_stop is not None:
+                status = "incomplete"  # not the user's interrupt: exit 1, resumable
+                problem = self._budget_stop
             if status == "complete" and len(results) < len(plan.items):
                 status = "incomplete"
         return self._write_results(
@@ -458,6 +476,16 @@ class EvalSession:
             # What is still in flight could not be recorded either: free the servers of it.
             self._stopping = asyncio.ensure_future(runner.interrupt(cancel_in_flight=True))
 
+    def _stop_at_budget(self, message: str) -> None:
+        """The spend reached `--budget`: no new item, what is in flight cancelled (it would
+        spend more), and everything left pending for a resume."""
+        self._budget_stop = message
+        self.notice(message)
+        runner = self._runner
+        if runner is not None and self._stopping is None:
+            runner.stop_dispatch(message)
+            self._stopping = asyncio.ensure_future(runner.interrupt(cancel_in_flight=True))
+
     async def _run_items(
         self,
         stack: AsyncExitStack,
@@ -480,6 +508,7 @@ class EvalSession:
             notice=self.notice,
             tell=lambda message: self.on_notice(self.redactor.redact(message)),
             on_step=self.on_step,
+            on_call_end=self.budget.check,
         )
         startup = asyncio.ensure_future(services.start(stack, folder))
         self._startup = startup
@@ -518,6 +547,8 @@ class EvalSession:
         # A limit nobody asked for is the servers' capacity, and follows it as they come and go.
         asked = plan.request.max_in_flight is not None or plan.batch_size is not None
         self.control.steer(runner, follows_capacity=not asked)
+        self.budget.stop_with(self._stop_at_budget)
+        self.budget.check()  # a resume whose earlier sessions spent the budget stops here
         pool.on_servers_changed = self.control.capacity_changed
         if self._interrupt is not None:  # came after the startup had ended, before this line
             await runner.interrupt(cancel_in_flight=self._interrupt)

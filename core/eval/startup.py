@@ -70,10 +70,12 @@ class RunServices:
         notice: Callable[[str], None],
         tell: Callable[[str], None],
         on_step: Callable[[str], None] | None = None,
+        on_call_end: Callable[[], None] | None = None,
     ) -> None:
         """`redact` masks what the session knows to be secret; `mask` adds keys to it;
         `notice` logs a problem and tells the front end, `tell` only tells it; `on_step`
-        hears of each start-up step as it begins (redacted)."""
+        hears of each start-up step as it begins (redacted); `on_call_end` of each model
+        call's end, once the board counted it (the spend changed: the budget looks)."""
         self.plan = plan
         self._board = board
         self._log = log
@@ -88,6 +90,7 @@ class RunServices:
         #: of its own: only the model may be here.
         self.descriptors = descriptor_budget(model_in_process=plan.upstream.kind == "stub")
         self._on_step = on_step or (lambda _message: None)
+        self._on_call_end = on_call_end or (lambda: None)
         self.gateway: ModelGateway | None = None
         self.pool: ServerPool | None = None
         #: Where the servers given by URL are (None: the run launched its own).
@@ -217,6 +220,7 @@ class RunServices:
         `InputError` naming --listener-port when that port was the user's."""
         request = self.plan.request
         log, calls = self._log, self._calls
+        price = self.plan.price.per_token
 
         def call_ended(call: ModelCall) -> None:
             # calls.jsonl keeps the call even when the board's hook fails (the gateway logs it).
@@ -224,6 +228,7 @@ class RunServices:
                 self._board.call_ended(call)
             finally:
                 calls.append(call)
+            self._on_call_end()
 
         gateway = ModelGateway(
             upstream,
@@ -233,6 +238,7 @@ class RunServices:
             on_call_start=self._board.call_started,
             on_call_end=call_ended,
             forward_headers=forwarded,
+            price=None if price is None else price.cost,
             # Every rollout in flight may hold a call: as many as the process can keep in
             # flight, not the listeners' default, or a large run's calls would get 503s.
             http_limits=replace(

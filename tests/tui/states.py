@@ -23,6 +23,7 @@ from textual.pilot import Pilot
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import Baseline, BaselineCounts
+from core.eval.cost.spend import Spend, board_spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results import reward_stats
@@ -103,9 +104,25 @@ class StaticSource:
     baseline: Baseline | None = None
     #: With a baseline: the counts against it (what a live run's tally would say).
     versus: BaselineCounts | None = None
+    #: The run's spend as a live run's budget keeper would say (None: the board's sum).
+    budget: Spend | None = None
+    #: The run's dispatch as a live run's controls would say (None: nothing to steer).
+    dispatch_state: DispatchState | None = None
 
     def baseline_counts(self) -> BaselineCounts | None:
         return self.versus
+
+    def spend(self) -> Spend:
+        if self.budget is not None:
+            return self.budget
+        return board_spend(self.board.total_cost_usd, self.progress())
+
+    async def set_budget(self, usd: float) -> None:
+        """As a live run's keeper: the new budget, and its pause lifted when within it."""
+        spend = self.spend()
+        within = spend.projected_usd is None or spend.projected_usd <= usd
+        state = "within" if spend.state == "paused" and within else spend.state
+        self.budget = replace(spend, budget_usd=usd, state=state)
 
     def progress(self) -> Progress:
         done = [r for r in self.board if r.finished]
@@ -153,7 +170,7 @@ class StaticSource:
         raise RuntimeError("a static snapshot board sends nothing")
 
     def dispatch(self) -> DispatchState | None:
-        return None
+        return self.dispatch_state
 
     async def pause_dispatch(self, paused: bool) -> None:
         raise RuntimeError("a static snapshot board sends nothing")
@@ -446,6 +463,23 @@ def running_source() -> StaticSource:
     return StaticSource(running_board(), total=40)
 
 
+def budget_source() -> StaticSource:
+    """`running_board`'s run under a $10 budget whose projection passed it: dispatch paused
+    by the budget, $4.12 spent, $12.47 projected."""
+    return StaticSource(
+        running_board(),
+        total=40,
+        budget=Spend(
+            spent_usd=4.1234,
+            session_usd=4.1234,
+            projected_usd=12.47,
+            budget_usd=10.0,
+            state="paused",
+        ),
+        dispatch_state=DispatchState(paused=True, max_in_flight=4, in_flight=3),
+    )
+
+
 #: `fleet_source`'s servers: `running_board`'s rollouts spread over them in turn.
 FLEET = ("http://10.0.0.11:8000", "http://10.0.0.12:8000", "http://10.0.0.13:8000")
 
@@ -608,6 +642,8 @@ SHOTS = (
         source=server_truth_source,
     ),
     Shot("small", size=(80, 24)),
+    Shot("budget", size=(160, 45), source=budget_source, screenshot=False),
+    Shot("budget-small", size=(80, 24), source=budget_source, screenshot=False),
     # The details beside the table at 80 columns: every phase track whole.
     Shot("small-details", press=("enter",), cursor_row=16, size=(80, 24), screenshot=False),
     # The event log opened with the cursor on the last row: the table scrolls to keep it.

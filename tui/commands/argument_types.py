@@ -8,8 +8,12 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from core.eval.plan.server_url import base_url_problem
+
+if TYPE_CHECKING:
+    from core.eval.cost.price import TokenPrice
 
 
 def _whole_number(minimum: int) -> Callable[[str], int]:
@@ -88,3 +92,25 @@ def host_port(text: str) -> tuple[str, int]:
     if not host:
         raise argparse.ArgumentTypeError(f"{text!r} has no host")
     return host, port(given)
+
+
+def usd(text: str) -> float:
+    """An amount of US dollars above zero (`--budget`)."""
+    try:
+        value = float(text.removeprefix("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected US dollars, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite amount above 0, got {text!r}")
+    return value
+
+
+def price_per_mtok(text: str) -> TokenPrice:
+    """`IN,OUT`: USD per million input and output tokens (`--price-per-mtok`)."""
+    # Here, not at the top: the price module reaches the gateway's, which no --help needs.
+    from core.eval.cost.price import parse_price_per_mtok
+
+    try:
+        return parse_price_per_mtok(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -50,7 +50,7 @@ def run_dashboard(plan: EvalPlan, *, mode: OutputMode, rerun: str) -> int:
     # The terminal may be gone (the signal that ended the app was its hang-up): the report
     # is lost then, never the exit status.
     with forgiving_std_streams(f"its results are in {summary.folder}"):
-        print_report(RunReport.of(summary, plan, source.board, rerun), mode)
+        print_report(RunReport.of(summary, plan, source.board, rerun, source.spend()), mode)
     return exit_codes.OK if summary.status == "complete" else exit_codes.NOT_DONE
 
 

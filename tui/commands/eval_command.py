@@ -73,6 +73,8 @@ def run_eval(args: argparse.Namespace) -> int:
         rollout_port=args.rollout_port,
         events_port=args.events_port,
         baseline=args.baseline,
+        price_per_mtok=args.price_per_mtok,
+        budget_usd=args.budget,
     )
     try:
         plan = prepare(request, flag_problems=eval_flag_problems(args))

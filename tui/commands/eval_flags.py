@@ -8,7 +8,15 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tui.commands.argument_types import finite, fixed_port, http_url, positive_int, seconds
+from tui.commands.argument_types import (
+    finite,
+    fixed_port,
+    http_url,
+    positive_int,
+    price_per_mtok,
+    seconds,
+    usd,
+)
 from tui.commands.environment import LLM_API_KEY_ENV, SERVER_API_KEY_ENV
 from tui.commands.usage import PROGRAM
 
@@ -198,6 +206,22 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         "and improved/regressed counts",
     )
     ours.add_argument(
+        "--price-per-mtok",
+        type=price_per_mtok,
+        metavar="IN,OUT",
+        help="the model's price in USD per million input and output tokens, for a model "
+        "LiteLLM's price table does not know (the stub, a --chat-url server's); each call is "
+        "priced from its token counts",
+    )
+    ours.add_argument(
+        "--budget",
+        type=usd,
+        metavar="USD",
+        help="the most the run's model calls may cost: dispatch pauses when the projected "
+        "total would pass it, and the run stops (resumable) when the spend reaches it; "
+        "refused when the model has no known price",
+    )
+    ours.add_argument(
         "--headless",
         action="store_true",
         help="no dashboard (automatic when stdout is no terminal, and with --verbose)",
@@ -277,10 +301,17 @@ def rerun_command(args: argparse.Namespace) -> str:
         ("--events-port", args.events_port),
         ("--advertise-url", args.advertise_url),
         ("--baseline", args.baseline),
+        ("--budget", args.budget),
     )
     for flag, value in repeated:
         if value is not None:
             words += [flag, _as_typed(value)]
+    price = args.price_per_mtok
+    if price is not None:
+        words += [
+            "--price-per-mtok",
+            f"{_as_typed(price.input_per_mtok)},{_as_typed(price.output_per_mtok)}",
+        ]
     return shlex.join(words)
 
 

@@ -55,6 +55,9 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
     session = EvalSession(
         plan, on_start=started, on_result=reporter.result, on_notice=reporter.notice
     )
+    # Nobody is here to press P: a budget pause could hold the run for good. The budget
+    # only stops it when the spend reaches it.
+    session.budget.pauses = False
     endpoint = ControlEndpoint(session, rerun=rerun)
     loop = asyncio.get_running_loop()
     interrupts = 0
@@ -98,5 +101,5 @@ async def _run(plan: EvalPlan, *, mode: OutputMode, cancel: bool, rerun: str, ve
             with contextlib.suppress(asyncio.CancelledError):
                 await following
             follower.drain()
-    reporter.finish(RunReport.of(summary, plan, session.board, rerun))
+    reporter.finish(RunReport.of(summary, plan, session.board, rerun, session.budget.spend()))
     return exit_codes.OK if summary.status == "complete" else exit_codes.NOT_DONE

@@ -21,7 +21,7 @@ from core.eval.timeline.model import DRAINED
 from core.rollout_record import RolloutRecord
 from tui.screens.dialogs import ConfirmScreen
 from tui.sources.base import ServerView
-from tui.widgets.format import plain
+from tui.widgets.format import money, plain
 
 if TYPE_CHECKING:
     from tui.flows.host import FlowHost
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 NOT_DONE = (RuntimeError, ControlError)
 #: The topic of the max-in-flight notices: each `]` or `[` updates the one toast (`report`).
 MAX_IN_FLIGHT = "max-in-flight"
+#: `$` raises the budget by this share of it: a few presses reach any sum, none overshoots far.
+BUDGET_STEP = 0.25
 
 
 def can_requeue(record: RolloutRecord) -> bool:
@@ -61,6 +63,10 @@ class ControlFlow:
         """`]` and `[`: max-in-flight one up or down."""
         self._start(lambda: self._step_limit(step))
 
+    def raise_budget(self) -> None:
+        """`$`: the run's budget a quarter higher."""
+        self._start(self._raise_budget)
+
     def toggle_drain(self, server: ServerView) -> None:
         """`d` on the servers panel: drain `server` (no new work item is sent there), or
         undrain it."""
@@ -88,6 +94,20 @@ class ControlFlow:
             app.report("dispatch resumed")
         else:
             app.report("dispatch paused: no new work item is sent; those in flight go on")
+        app.update_summary()
+
+    async def _raise_budget(self) -> None:
+        app, source = self.app, self.app.source
+        budget = source.spend().budget_usd
+        if budget is None:
+            return
+        raised = budget * (1 + BUDGET_STEP)
+        try:
+            await source.set_budget(raised)
+        except NOT_DONE as exc:
+            app.report(f"could not raise the budget: {exc}", severity="error")
+            return
+        app.report(f"budget {money(budget)} -> {money(raised)}")
         app.update_summary()
 
     async def _toggle_drain(self, server: ServerView) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from core.eval.attach.client import ControlClient
 from core.eval.compare.baseline import Baseline, BaselineCounts, read_baseline
 from core.eval.compare.compared_run import CompareInputError
+from core.eval.cost.spend import Spend, board_spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
 from core.eval.results.events import Journal
@@ -188,6 +189,12 @@ class AttachedSource:
     def baseline_counts(self) -> BaselineCounts | None:
         return self.client.baseline_counts
 
+    def spend(self) -> Spend:
+        reported = self.client.spend
+        if reported is not None:
+            return reported
+        return board_spend(self.board.total_cost_usd, self.progress())
+
     def servers(self) -> list[ServerView]:
         servers = self.client.servers
         if not servers and not self.client.over:
@@ -235,6 +242,10 @@ class AttachedSource:
 
     async def set_max_in_flight(self, limit: int) -> int:
         return await self.client.set_max_in_flight(limit)
+
+    async def set_budget(self, usd: float) -> None:
+        # The viewer's protocol has no budget command yet: the run's own dashboard sets it.
+        raise RuntimeError("the budget is set from the run's own dashboard")
 
     async def requeue(self, rollout_id: str) -> str:
         return await self.client.requeue(rollout_id)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import Baseline, BaselineCounts
+from core.eval.cost.spend import Spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.results.metrics import Progress
@@ -247,6 +248,10 @@ class DashboardSource(Protocol):
         them (the summary strip's); None without a baseline."""
         ...
 
+    def spend(self) -> Spend:
+        """What the run spent on its model, its projection and its budget (the strip's)."""
+        ...
+
     async def run(self) -> None:
         """Drive the work until it ends; the dashboard runs this in a worker."""
         ...
@@ -277,6 +282,11 @@ class DashboardSource(Protocol):
 
     async def pause_dispatch(self, paused: bool) -> None:
         """Stop sending new work items (those in flight go on), or send them again."""
+        ...
+
+    async def set_budget(self, usd: float) -> None:
+        """Make `usd` the run's `--budget` (a pause it made is lifted when the projection is
+        within it)."""
         ...
 
     async def set_max_in_flight(self, limit: int) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from core.eval import EvalPlan, EvalSession, EvalSummary
 from core.eval.attach.endpoint import ControlEndpoint
 from core.eval.compare.baseline import Baseline, BaselineCounts
+from core.eval.cost.spend import Spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.event_silence import EventSilence
 from core.eval.reporter import RunReport
@@ -147,6 +148,12 @@ class LiveSource:
     def baseline_counts(self) -> BaselineCounts | None:
         tally = self.session.baseline_tally
         return None if tally is None else tally.counts()
+
+    def spend(self) -> Spend:
+        return self.session.budget.spend()
+
+    async def set_budget(self, usd: float) -> None:
+        self.session.budget.set_limit(usd)
 
     @property
     def event_silence(self) -> EventSilence | None:

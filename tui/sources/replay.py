@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from core.eval.cost.spend import Spend, board_spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
 from core.eval.errors import EvalError
@@ -316,6 +317,9 @@ class ReplaySource:
     def baseline_counts(self) -> None:
         return None
 
+    def spend(self) -> Spend:
+        return board_spend(self.board.total_cost_usd, self.progress())
+
     def servers(self) -> list[ServerView]:
         return []
 
@@ -478,6 +482,9 @@ class ReplaySource:
         raise RuntimeError("a replay is read-only")
 
     async def set_max_in_flight(self, limit: int) -> int:
+        raise RuntimeError("a replay is read-only")
+
+    async def set_budget(self, usd: float) -> None:
         raise RuntimeError("a replay is read-only")
 
     async def requeue(self, rollout_id: str) -> str:

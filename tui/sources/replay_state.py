@@ -46,6 +46,15 @@ from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSampl
 _CATEGORIES = {category.value: category for category in RolloutErrorCategory}
 
 
+#: What the `--budget`'s control lines say happened (core.eval.cost.spend), as notes.
+BUDGET_NOTES = {
+    "budget_pause": "the projected spend passed the budget: dispatch paused",
+    "budget_resume": "the projected spend is within the budget again",
+    "budget": "budget changed",
+    "budget_reached": "the spend reached the budget: the run stopped",
+}
+
+
 class ReplayState:
     """The board and the run's counts after the events applied so far."""
 
@@ -157,6 +166,10 @@ class ReplayState:
                 self._note(event.t, f"max in flight set to {event.value}")
             elif event.action in ("drain", "undrain") and event.server is not None:
                 self._note(event.t, f"server {event.server} {event.action}ed")
+            elif event.action in BUDGET_NOTES and event.value is not None:
+                # The line's value is the budget in cents (core.eval.cost.spend.cents).
+                said = BUDGET_NOTES[event.action]
+                self._note(event.t, f"{said} (budget ${event.value / 100:.2f})")
         elif isinstance(event, SessionEnded):
             # A run that ends stops following what is still in flight; a recording of an
             # older version does not say so itself.

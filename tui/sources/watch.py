@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from core.eval.cost.spend import Spend, board_spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.eval.results.records import ItemKey, ItemResult
@@ -139,6 +140,9 @@ class WatchSource:
     def baseline_counts(self) -> None:
         return None
 
+    def spend(self) -> Spend:
+        return board_spend(self.board.total_cost_usd, self.progress())
+
     async def run(self) -> None:
         if self._running is None:
             self._running = asyncio.ensure_future(self.session.run())
@@ -166,6 +170,9 @@ class WatchSource:
         raise ValueError(NOTHING_SENT)
 
     async def set_max_in_flight(self, limit: int) -> int:
+        raise ValueError(NOTHING_SENT)
+
+    async def set_budget(self, usd: float) -> None:
         raise ValueError(NOTHING_SENT)
 
     async def requeue(self, rollout_id: str) -> str:

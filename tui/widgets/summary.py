@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from core.board import RolloutBoard
 from core.eval.compare.baseline import BaselineCounts
+from core.eval.cost.spend import Spend
 from core.eval.count_text import compact_count
 from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
@@ -187,13 +188,16 @@ class SummaryStrip(Static):
         dispatch_paused: bool = False,
         versus: BaselineCounts | None = None,
         watch: bool = False,
+        spend: Spend | None = None,
     ) -> None:
         """`ended`: the work is over; what is left waits for a resume, and has no ETA.
         `manual`: rollouts sent by hand, on the board but outside the progress.
         `dispatch_paused`: no work item is sent until the user resumes the run.
         `versus`: with a baseline, the finished items counted against it.
         `watch`: a watch's rollouts, no work items and without results: nothing is said of
-        dispatch or of rewards."""
+        dispatch or of rewards.
+        `spend`: what the model cost so far, per minute, projected to the end, and the
+        budget (without it, the board's sum alone)."""
         self._shown = partial(
             self.show,
             board,
@@ -205,6 +209,7 @@ class SummaryStrip(Static):
             dispatch_paused=dispatch_paused,
             versus=versus,
             watch=watch,
+            spend=spend,
         )
         # 0 before the first layout: everything, as if there were room.
         room = self.content_size.width or None
@@ -230,7 +235,7 @@ class SummaryStrip(Static):
         if progress.pass_rate is not None:
             counted.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
         if not ended and progress.left:
-            counted.append_text(self._eta(progress, dispatch_paused=dispatch_paused))
+            counted.append_text(self._eta(progress, dispatch_paused=dispatch_paused, spend=spend))
         mean = progress.mean_reward
         if watch:
             counted.append(" ended", "dim")
@@ -265,7 +270,7 @@ class SummaryStrip(Static):
             failed.append(f"{category} {count}  ", "red")
         # The baseline's counts and the model's totals keep their place on the right; the
         # failures give way, and where they would have too little room the counts say less.
-        totals = _per_run(board, elapsed) if watch else _model_totals(board, elapsed)
+        totals = _per_run(board, elapsed) if watch else _model_totals(board, elapsed, spend)
         right = Text(no_wrap=True)
         if versus is not None:
             right = _versus(versus, short=False)
@@ -281,7 +286,7 @@ class SummaryStrip(Static):
         # One line each, never wrapped (see the CSS): a wrapped line would push the next out.
         self.update(Group(chips, bar, last), layout=False)  # three lines always (CSS)
 
-    def _eta(self, progress: Progress, *, dispatch_paused: bool) -> Text:
+    def _eta(self, progress: Progress, *, dispatch_paused: bool, spend: Spend | None) -> Text:
         """`ETA 2m05s`; a lower bound with overdue work (`ETA ≥2m05s, 3 running long (1
         stuck)`); `ETA —` when it cannot be told (nothing finished in this session yet); when
         all in flight is stuck, that, in red; while the run is paused with work waiting, that
@@ -290,6 +295,11 @@ class SummaryStrip(Static):
         eta = Text()
         stuck = progress.stuck
         if dispatch_paused and progress.not_dispatched:
+            if spend is not None and spend.state == "paused":
+                # Short: at 80 columns the mean reward still fits beside it.
+                eta.append("  ETA — over budget, paused", "bold yellow")
+                eta.append(" (P/$)", "yellow")
+                return eta
             eta.append("  ETA — run paused (P resumes)", "bold yellow")
             return eta
         if progress.stalled:
@@ -401,9 +411,10 @@ def _per_run(board: RolloutBoard, elapsed: float) -> Text:
     return text
 
 
-def _model_totals(board: RolloutBoard, elapsed: float) -> Text:
+def _model_totals(board: RolloutBoard, elapsed: float, spend: Spend | None) -> Text:
     """Tokens over every model call so far (a replay of a run that recorded no call: what
-    its results say), per second of the run, and their cost when known."""
+    its results say), per second of the run, and their cost when known: spent, per minute,
+    the projected total, and the budget (`of $10.00`) with what it did."""
     totals = Text(no_wrap=True)
     if not board.model_calls and not board.total_tokens:
         return totals
@@ -412,6 +423,20 @@ def _model_totals(board: RolloutBoard, elapsed: float) -> Text:
     totals.append(compact_count(tokens))
     if elapsed > 0:
         totals.append(f" ({compact_count(round(tokens / elapsed))}/s)", "dim")
-    if board.total_cost_usd is not None:
-        totals.append(f"  {money(board.total_cost_usd)}")
+    if spend is None or spend.spent_usd is None:
+        if board.total_cost_usd is not None:
+            totals.append(f"  {money(board.total_cost_usd)}")
+        return totals
+    totals.append(f"  {money(spend.spent_usd)}")
+    per_minute = spend.per_minute(elapsed)
+    if per_minute is not None:
+        totals.append(f" ({money(per_minute)}/min)", "dim")
+    if spend.projected_usd is not None:
+        totals.append("  projected ", "dim")
+        totals.append(money(spend.projected_usd))
+    if spend.budget_usd is not None:
+        over = spend.projected_usd is not None and spend.projected_usd > spend.budget_usd
+        totals.append(f" of {money(spend.budget_usd)}", "yellow" if over else "dim")
+        if spend.state == "reached":
+            totals.append(" reached", "bold red")
     return totals

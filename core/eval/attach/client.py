@@ -33,10 +33,12 @@ from core.eval.attach.protocol import (
     encode,
     ids_of,
     list_of,
+    spend_from,
     version_problem,
 )
 from core.eval.attach.unix_socket import ControlError
 from core.eval.compare.baseline import BaselineCounts
+from core.eval.cost.spend import Spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.results.metrics import Progress
 from core.eval.safe_text import replace_unsafe
@@ -167,6 +169,8 @@ class ControlClient:
         #: The run's dispatch, the latest it reported (its state, or the answer to an action
         #: from here); None until it reports one.
         self.dispatch: DispatchState | None = None
+        #: The run's spend and budget as it last reported them (None: it reports none).
+        self.spend: Spend | None = None
         #: With a baseline: the run's tally against it, as it last reported it.
         self.baseline_counts: BaselineCounts | None = None
         #: Once the run has said it is over: why, and how to go on.
@@ -297,6 +301,8 @@ class ControlClient:
             ]
         if "dispatch" in state:
             self.dispatch = dispatch_from(state.get("dispatch"))
+        if "spend" in state:
+            self.spend = spend_from(state.get("spend"))
         if "baseline" in state:
             self.baseline_counts = _baseline_counts(dict_of(state.get("baseline")))
         model = dict_of(state.get("model"))

@@ -38,6 +38,7 @@ from core.eval.attach.protocol import (
     ids_of,
     in_chunks,
     record_state,
+    spend_state,
     version_problem,
 )
 from core.eval.attach.unix_socket import BoundSocket, ControlSocketError, peer_uid
@@ -130,7 +131,9 @@ class ControlEndpoint:
                 "complete": False,
             }
         session = self.session
-        report = RunReport.of(summary, session.plan, session.board, self.rerun)
+        report = RunReport.of(
+            summary, session.plan, session.board, self.rerun, session.budget.spend()
+        )
         return {
             "reason": report.message(),
             "problem": summary.problem,
@@ -205,6 +208,7 @@ class ControlEndpoint:
                 "cost_usd": board.total_cost_usd,
             },
             "dispatch": dispatch_state(session.control.state()),
+            "spend": spend_state(session.budget.spend()),
             **(
                 {"baseline": session.baseline_tally.counts().as_json()}
                 if session.baseline_tally is not None

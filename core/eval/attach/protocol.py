@@ -63,7 +63,12 @@ process; `capacity` (its advertised `max_concurrent`, or null), `busy` (admissio
 `dispatch` and `launched` came after the others within version 1: they are additive, a viewer
 that does not know them ignores them, one that finds no `dispatch` knows no dispatch, and one
 that finds no `launched` takes the server for one the run did not start. With a baseline,
-`baseline` (additive too): the run's tally against it, `BaselineCounts.as_json()`.
+`baseline` (additive too): the run's tally against it, `BaselineCounts.as_json()`. `spend`
+(additive): SPEND.
+
+SPEND (`core.eval.cost.spend.Spend`): `spent_usd`, `session_usd`, `projected_usd`,
+`budget_usd` (each a number or null) and `state` (`off`, `within`, `paused`: dispatch paused
+by the budget, `reached`: the run stopped at it).
 
 DISPATCH (`core.eval.dispatch_gate.DispatchState`): `paused`, `max_in_flight` (null until the
 servers are up), `in_flight` (work items), `manual` (rollouts sent by hand so far).
@@ -97,6 +102,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from core.eval.attach.unix_socket import ControlError
+from core.eval.cost.spend import BUDGET_STATES, Spend
 from core.eval.dispatch_gate import DispatchState
 from core.eval.untrusted_json import bool_of, float_of, int_of, load_json, text_of
 from core.model_activity import ModelActivity
@@ -218,6 +224,31 @@ def dispatch_from(raw: object) -> DispatchState | None:
         max_in_flight=int_of(raw.get("max_in_flight")),
         in_flight=int_of(raw.get("in_flight")) or 0,
         manual=int_of(raw.get("manual")) or 0,
+    )
+
+
+def spend_state(spend: Spend) -> dict[str, Any]:
+    """`spend` as SPEND (module docstring)."""
+    return {
+        "spent_usd": _number(spend.spent_usd),
+        "session_usd": _number(spend.session_usd),
+        "projected_usd": _number(spend.projected_usd),
+        "budget_usd": _number(spend.budget_usd),
+        "state": spend.state,
+    }
+
+
+def spend_from(raw: object) -> Spend | None:
+    """The spend a SPEND says; None when `raw` is none (a run that sent none)."""
+    if not isinstance(raw, dict):
+        return None
+    state = text_of(raw.get("state"))
+    return Spend(
+        spent_usd=float_of(raw.get("spent_usd")),
+        session_usd=float_of(raw.get("session_usd")),
+        projected_usd=float_of(raw.get("projected_usd")),
+        budget_usd=float_of(raw.get("budget_usd")),
+        state=next((known for known in BUDGET_STATES if known == state), "off"),
     )
 
 

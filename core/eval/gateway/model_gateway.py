@@ -132,6 +132,7 @@ class ModelGateway(LoopbackService):
         keepalive_interval_sec: float = KEEPALIVE_INTERVAL_SEC,
         shutdown_grace_sec: int = 2,
         http_limits: HttpLimits = HTTP_LIMITS,
+        price: Callable[[int | None, int | None], float | None] | None = None,
     ) -> None:
         """`listener_port` None or 0 picks a free port; `advertise_url` replaces the base of
         the URLs given to rollouts (it may be set later, once a tunnel knows its address);
@@ -142,7 +143,9 @@ class ModelGateway(LoopbackService):
         `X-Stub-Behaviour`); `keepalive` (default: on with an `advertise_url`) keeps slow
         non-streaming answers warm; `shutdown_grace_sec` bounds how long stopping waits for
         calls still in flight before they are cancelled; `http_limits` bounds what one
-        connection may make the listener hold (request heads, connections)."""
+        connection may make the listener hold (request heads, connections); `price` gives a
+        call's cost from its prompt and completion tokens (`--price-per-mtok`, or a price
+        table's), in place of the upstream's own (LiteLLM's)."""
         self._upstream = upstream
         self._port = listener_port or 0
         self.advertise_url = advertise_url
@@ -153,6 +156,7 @@ class ModelGateway(LoopbackService):
         )
         self._on_start = on_call_start
         self._on_end = on_call_end
+        self._price = price
         self._forward = tuple(dict.fromkeys(name.lower() for name in forward_headers))
         self._heartbeat = heartbeat_sec
         self._keepalive = advertise_url is not None if keepalive is None else keepalive
@@ -370,6 +374,11 @@ class ModelGateway(LoopbackService):
             logger.error("model call for rollout %s failed unexpectedly: %s", shown_id, message)
             self._end(call, status=502, error=message)
             return 502, error_payload(502, message)
+        prompt_tokens = None if usage is None else usage.prompt_tokens
+        completion_tokens = None if usage is None else usage.completion_tokens
+        cost = reply.cost_usd
+        if self._price is not None:
+            cost = self._price(prompt_tokens, completion_tokens)
         for choice in found:
             message_fields = reply_message(choice)
             self._reasoning.remember(rollout_id, message_fields, reasoning_fields(message_fields))
@@ -377,11 +386,11 @@ class ModelGateway(LoopbackService):
             call,
             status=200,
             upstream_status=reply.status,
-            prompt_tokens=None if usage is None else usage.prompt_tokens,
-            completion_tokens=None if usage is None else usage.completion_tokens,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             total_tokens=None if usage is None else usage.total_tokens,
             reply_text=bounded(self._scrub(reply_text(reply.completion))),
-            cost_usd=reply.cost_usd,
+            cost_usd=cost,
         )
         return 200, answer_payload(
             reply.completion, requested_model=requested_model, stream=streamed

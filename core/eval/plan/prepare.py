@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from core.eval.compare.baseline import Baseline
 from core.eval.compare.compared_run import ComparedRun, CompareInputError, read_compared_run
+from core.eval.cost.price import NO_PRICE, RunPrice, TokenPrice, run_price
 from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.gateway.upstream_choice import UpstreamChoice, choose_upstream
 from core.eval.plan.config import EvalConfig, load_config, workspace_root
@@ -94,6 +95,10 @@ class EvalRequest:
     """`--events-port`: the event receiver's fixed port (None: a free one)."""
     baseline: str | None = None
     """`--baseline`: the run compared with live, a run folder or a run name under `output`."""
+    price_per_mtok: TokenPrice | None = None
+    """`--price-per-mtok IN,OUT`: the model's price, USD per million tokens."""
+    budget_usd: float | None = None
+    """`--budget USD`: the most the run's model calls may cost (`core.eval.cost.spend`)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,8 @@ class EvalPlan:
     """The values of the config's `[secrets]` names; never written anywhere."""
     baseline: Baseline | None = field(default=None, repr=False, compare=False)
     """`--baseline`: the run compared with live, read once here, before anything starts."""
+    price: RunPrice = NO_PRICE
+    """How the model's calls are priced (`core.eval.cost.price`)."""
 
     @property
     def model_label(self) -> str:
@@ -222,6 +229,7 @@ def prepare(request: EvalRequest, *, flag_problems: Sequence[InputProblem] = ())
         run_name=run_name,
         mode=read.mode,
         upstream=read.upstream,
+        price=read.price,
         dataset_source=(
             "explicit"
             if request.dataset_file is not None
@@ -253,6 +261,7 @@ class _Inputs:
     """The rows `--rows` names (positions in the dataset), or None for every row."""
     baseline: ComparedRun | None = None
     """The `--baseline` run as read, not yet checked against the selection."""
+    price: RunPrice = NO_PRICE
 
 
 def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
@@ -297,6 +306,7 @@ def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
         )
     except ValueError as exc:
         problems.append(InputProblem("--chat-url", None, None, str(exc)))
+    price = _run_price(request, upstream, problems) if upstream is not None else NO_PRICE
     rows_spec = request.rows
     positions = _collect(problems, parse_rows_spec, rows_spec) if rows_spec is not None else None
     dataset_path = _dataset_path(request, config, problems)
@@ -305,8 +315,30 @@ def _read_inputs(request: EvalRequest, problems: list[InputProblem]) -> _Inputs:
     if problems or dataset is None or dataset_path is None or upstream is None:
         raise InputError(problems)
     return _Inputs(
-        config, secret_values, mode, upstream, dataset, dataset_path, positions, baseline
+        config, secret_values, mode, upstream, dataset, dataset_path, positions, baseline, price
     )
+
+
+def _run_price(
+    request: EvalRequest, upstream: UpstreamChoice, problems: list[InputProblem]
+) -> RunPrice:
+    """The model's price; a `--budget` with none known is a problem, never ignored. A
+    `--chat-url` model is looked up in LiteLLM's table only for a budget: loading LiteLLM
+    takes seconds, and the strip's spend is no reason to make every run wait for it."""
+    if request.budget_usd is None and request.price_per_mtok is None:
+        return NO_PRICE if upstream.kind != "litellm" else run_price(upstream, None)
+    price = run_price(upstream, request.price_per_mtok)
+    if request.budget_usd is not None and not price.known:
+        problems.append(
+            InputProblem(
+                "--budget",
+                None,
+                None,
+                f"no price is known for {upstream.label()}: give it with --price-per-mtok "
+                "IN,OUT (USD per million input and output tokens)",
+            )
+        )
+    return price
 
 
 def _read_baseline(request: EvalRequest, problems: list[InputProblem]) -> ComparedRun | None:
