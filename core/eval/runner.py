@@ -30,7 +30,8 @@ from core.board import RolloutBoard
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
 from core.eval.dispatch_gate import DispatchGate
 from core.eval.errors import EvalError
-from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward
+from core.eval.hedging import HedgeAfter, HedgeBook
+from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward, item_status
 from core.eval.plan.dataset import DatasetRow
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.safe_text import quote_text
@@ -138,6 +139,8 @@ class EvalRunner:
         self._next_ids: dict[ItemKey, str] = {}
         # Requeued attempts being cancelled.
         self._endings: set[asyncio.Task[None]] = set()
+        #: Hedges and rule requeues (core/eval/hedging.py).
+        self.hedges = HedgeBook()
 
     @property
     def dispatching(self) -> bool:
@@ -214,6 +217,49 @@ class EvalRunner:
         self._start_workers()
         return new_id
 
+    def hedge(self, rollout_id: str) -> str:
+        """Run the work item of rollout `rollout_id` (in flight) a second time under a new id,
+        which is returned, while the first attempt goes on: a requeue that cancels nothing.
+        The first of the two to succeed is the item's result (`_claim`). `ControlRefused` when
+        the rollout is no work item's attempt in flight, the item had its hedge, or the run is
+        ending."""
+        if not self._running or not self.dispatching:
+            raise ControlRefused("the run is ending: no work item is sent again")
+        item = self._attempts.get(rollout_id)
+        record = self.board.records.get(rollout_id)
+        if item is None or record is None or record.finished or item.key in self.hedges.hedged:
+            raise ControlRefused(
+                f"rollout {quote_text(rollout_id)} is no unhedged work item's attempt in flight"
+            )
+        new_id = uuid.uuid4().hex
+        self._next_ids[item.key] = new_id
+        self.pending.appendleft(item)
+        book = self.hedges
+        book.hedged.add(item.key)
+        book.hedge_of[new_id] = rollout_id
+        book.avoid[item.key] = record.server
+        book.sent += 1
+        self._start_workers()
+        return new_id
+
+    def due_for_hedge(self, hedge_after: HedgeAfter, now: float) -> list[str]:
+        """The attempts in flight longer than `hedge_after` says, whose item had no hedge."""
+        limit = hedge_after.threshold(self._durations)
+        if limit is None:
+            return []
+        return [
+            rid
+            for rid, sent in self.in_flight.items()
+            if now - sent > limit
+            and rid in self._attempts
+            and self._attempts[rid].key not in self.hedges.hedged
+        ]
+
+    def attempt_key(self, rollout_id: str) -> ItemKey | None:
+        """The work item whose outcome rollout `rollout_id` still is, if any."""
+        item = self._attempts.get(rollout_id)
+        return None if item is None else item.key
+
     # -- running ---------------------------------------------------------------------------
 
     async def run(self) -> RunOutcome:
@@ -264,7 +310,7 @@ class EvalRunner:
                     await self.gate.next_change()
                     continue
                 try:
-                    slot = await self._acquire()
+                    slot = await self._acquire(self._avoid_next())
                 except AllServersDown as exc:
                     self.stop_dispatch(str(exc))
                     return
@@ -285,9 +331,17 @@ class EvalRunner:
         finally:
             self._live_workers -= 1
 
-    async def _acquire(self) -> RolloutServerSlot | None:
-        """A server slot, or None once dispatching stopped while waiting for one."""
-        acquire = asyncio.ensure_future(self.pool.acquire())
+    def _avoid_next(self) -> str | None:
+        """The server the next item should not go to: its first attempt's, if it is a hedge."""
+        if not self.pending:
+            return None
+        key = self.pending[0].key
+        return self.hedges.avoid.get(key) if key in self._next_ids else None
+
+    async def _acquire(self, avoid: str | None = None) -> RolloutServerSlot | None:
+        """A server slot (one other than `avoid` when another has room), or None once
+        dispatching stopped while waiting for one."""
+        acquire = asyncio.ensure_future(self.pool.acquire(avoid=avoid))
         stopped = asyncio.ensure_future(self._stop_dispatch.wait())
         await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
@@ -330,6 +384,8 @@ class EvalRunner:
             )
         except RolloutProtocolError as exc:
             self._not_admitted(item, rollout_id, exc, options, slot)
+            if self._hedge_moot(item):
+                return
             if 400 <= exc.status_code < 500:
                 self._finish(item, rollout_id, None, started, error_type="rollout_protocol_error")
                 return
@@ -339,9 +395,14 @@ class EvalRunner:
             raise _RunProblem(f"admission failed on {slot.url}: {exc}") from exc
         except (RolloutAdmissionTimeoutError, httpx.HTTPError, OSError) as exc:
             self._not_admitted(item, rollout_id, exc, options, slot)
+            if self._hedge_moot(item):
+                return
             if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
+        if item.key in self.hedges.settled:  # the first attempt won while this was admitted
+            await self._wind_down([record], cancel=True)
+            return
         self.in_flight[rollout_id] = started
         self._attempts[rollout_id] = item
         # Taken now: once the rollout ends (the wind-down below may end it), the board lets
@@ -482,7 +543,7 @@ class EvalRunner:
                 return
             raise
         except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
-            if not self._claim(record):
+            if not self._claim(record, failed=True):
                 return
             await self.board.cancel_on_server([record.rollout_id])
             self.board.stop_tracking([record.rollout_id])  # no longer watched: not "running"
@@ -491,7 +552,7 @@ class EvalRunner:
             )
             return
         except (RolloutProtocolError, httpx.HTTPError, OSError) as exc:
-            if not self._claim(record):
+            if not self._claim(record, failed=True):
                 return
             reward = invalid_reward(exc) if isinstance(exc, RolloutProtocolError) else None
             if reward is not None:  # this item's result, not the server, is at fault
@@ -515,13 +576,53 @@ class EvalRunner:
             raise _RunProblem(
                 f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
             ) from exc
-        if self._claim(record):
+        journaled = item_status(result)
+        failed = journaled is None or journaled[0] == "failed"
+        if self._claim(record, failed=failed):
             self._finish(item, record.rollout_id, result, started)
 
-    def _claim(self, record: RolloutRecord) -> bool:
+    def _hedge_moot(self, item: WorkItem) -> bool:
+        """Whether an attempt of hedged `item` that was not admitted is of no account: the
+        other attempt runs on, or won already (only that one then decides the item)."""
+        if item.key not in self.hedges.hedged:
+            return False
+        return item.key in self.hedges.settled or any(
+            other.key == item.key for other in self._attempts.values()
+        )
+
+    def _claim(self, record: RolloutRecord, *, failed: bool = False) -> bool:
         """Take the attempt's outcome as its item's; False when the item was requeued
-        meanwhile (it runs again under another id: this outcome is nobody's)."""
-        return self._attempts.pop(record.rollout_id, None) is not None
+        meanwhile (it runs again under another id: this outcome is nobody's).
+
+        A hedged item has two attempts: a success is claimed at once, and the other attempt
+        is cancelled on its server (or taken off the queue, not yet sent); a failure
+        (`failed`: cancelled too) is dropped while the other attempt may still succeed. All of
+        this happens without an await, so two attempts ending together cannot both claim."""
+        item = self._attempts.get(record.rollout_id)
+        if item is None:
+            return False
+        rivals = [rid for rid, other in self._attempts.items() if other.key == item.key]
+        rivals.remove(record.rollout_id)
+        queued = item.key in self._next_ids and item.key in self.hedges.hedged
+        if failed and (rivals or queued):
+            del self._attempts[record.rollout_id]
+            return False
+        del self._attempts[record.rollout_id]
+        if queued:  # the hedge was not sent yet: it never will be
+            del self._next_ids[item.key]
+            self.pending.remove(item)
+        losers = [self.board.records[rid] for rid in rivals if rid in self.board.records]
+        for rid in rivals:
+            del self._attempts[rid]
+        if losers:
+            ending = asyncio.ensure_future(self._wind_down(losers, cancel=True))
+            self._endings.add(ending)
+            ending.add_done_callback(self._endings.discard)
+        if item.key in self.hedges.hedged:
+            self.hedges.settled.add(item.key)
+            if record.rollout_id in self.hedges.hedge_of:
+                self.hedges.won += 1
+        return True
 
     async def _began_draining(self, slot: RolloutServerSlot) -> bool:
         """After a 503: whether the server now says it takes no new rollouts (its shutdown

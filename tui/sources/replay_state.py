@@ -72,6 +72,9 @@ class ReplayState:
         self.notes: list[tuple[float, str]] = []
         self.dispatch_paused = False
         self.max_in_flight: int | None = None
+        #: Hedges sent (--hedge-after) and work items requeued by --requeue-stuck so far.
+        self.hedges_sent = 0
+        self.requeued_by_rule = 0
         #: Rollouts sent by hand seen so far.
         self.manual_sent = 0
         self._cancels: dict[tuple[str, float], CancelRequest] = {}
@@ -139,13 +142,22 @@ class ReplayState:
         if isinstance(event, SentByHand):
             rerun = f"re-running {event.rerun_of[:10]} as " if event.rerun_of else "submitted "
             self._note(event.t, f"{rerun}{event.rollout_id[:10]} (by hand)")
+        elif isinstance(event, Requeued) and event.reason == "hedge":
+            # The first attempt goes on: it stays the item's attempt the board counts.
+            self.hedges_sent += 1
+            self._note(event.t, f"hedged {event.rollout_id[:10]} with {event.new_rollout_id[:10]}")
         elif isinstance(event, Requeued):
             if event.row_index is not None and event.run_index is not None:
                 self.attempts[event.row_index, event.run_index] = event.new_rollout_id
             record = self.board.records.get(event.rollout_id)
             if record is not None:  # shown with its cancel, whose lines follow
                 record.requeued_as = event.new_rollout_id
-            self._note(event.t, f"requeued {event.rollout_id[:10]} as {event.new_rollout_id[:10]}")
+            by_rule = " (--requeue-stuck)" if event.reason == "rule" else ""
+            self.requeued_by_rule += event.reason == "rule"
+            self._note(
+                event.t,
+                f"requeued {event.rollout_id[:10]} as {event.new_rollout_id[:10]}{by_rule}",
+            )
         elif isinstance(event, DispatchStarted):
             self.max_in_flight = event.max_in_flight
         elif isinstance(event, DispatchSteered):
