@@ -68,6 +68,9 @@ class RunControl:
             max_in_flight=runner.gate.limit,
             in_flight=runner.running_items,
             manual=runner.manual_sent,
+            hedges_sent=runner.hedges.sent,
+            hedges_won=runner.hedges.won,
+            requeued_by_rule=runner.hedges.requeued_by_rule,
         )
 
     # -- the controls ----------------------------------------------------------------------

@@ -72,8 +72,9 @@ class ReplayState:
         self.notes: list[tuple[float, str]] = []
         self.dispatch_paused = False
         self.max_in_flight: int | None = None
-        #: Hedges sent (--hedge-after) and work items requeued by --requeue-stuck so far.
-        self.hedges_sent = 0
+        #: The hedges sent so far (--hedge-after), and the work items requeued by
+        #: --requeue-stuck.
+        self._hedges: list[str] = []
         self.requeued_by_rule = 0
         #: Rollouts sent by hand seen so far.
         self.manual_sent = 0
@@ -144,7 +145,7 @@ class ReplayState:
             self._note(event.t, f"{rerun}{event.rollout_id[:10]} (by hand)")
         elif isinstance(event, Requeued) and event.reason == "hedge":
             # The first attempt goes on: it stays the item's attempt the board counts.
-            self.hedges_sent += 1
+            self._hedges.append(event.new_rollout_id)
             self._note(event.t, f"hedged {event.rollout_id[:10]} with {event.new_rollout_id[:10]}")
         elif isinstance(event, Requeued):
             if event.row_index is not None and event.run_index is not None:
@@ -270,6 +271,14 @@ class ReplayState:
             max_in_flight=self.max_in_flight,
             in_flight=len(self._sent()[1]),
             manual=self.manual_sent,
+            hedges_sent=len(self._hedges),
+            # A hedge won when its outcome is its item's result (seen so far).
+            hedges_won=len(
+                set(self._hedges).intersection(
+                    result.rollout_id for result in self.results.values()
+                )
+            ),
+            requeued_by_rule=self.requeued_by_rule,
         )
 
     def progress(self, now: float, *, total_items: int, pass_threshold: float) -> Progress:

@@ -14,6 +14,7 @@ from textual.widgets import Static
 from core.board import RolloutBoard
 from core.eval.compare.baseline import BaselineCounts
 from core.eval.count_text import compact_count
+from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
 from core.rollout_record import NOT_ADMITTED
@@ -187,8 +188,10 @@ class SummaryStrip(Static):
         dispatch_paused: bool = False,
         versus: BaselineCounts | None = None,
         watch: bool = False,
+        tail: DispatchState | None = None,
     ) -> None:
-        """`ended`: the work is over; what is left waits for a resume, and has no ETA.
+        """`tail`: the hedges and rule requeues of the run's dispatch, when it has any.
+        `ended`: the work is over; what is left waits for a resume, and has no ETA.
         `manual`: rollouts sent by hand, on the board but outside the progress.
         `dispatch_paused`: no work item is sent until the user resumes the run.
         `versus`: with a baseline, the finished items counted against it.
@@ -205,6 +208,7 @@ class SummaryStrip(Static):
             dispatch_paused=dispatch_paused,
             versus=versus,
             watch=watch,
+            tail=tail,
         )
         # 0 before the first layout: everything, as if there were room.
         room = self.content_size.width or None
@@ -227,6 +231,10 @@ class SummaryStrip(Static):
         counted.append(f" {progress.done}/{progress.total}")
         if manual:
             counted.append(f" +{manual} manual", "dim")
+        if tail is not None and tail.hedges_sent:
+            counted.append(f" hedged {tail.hedges_sent} ({tail.hedges_won} won)", "dim")
+        if tail is not None and tail.requeued_by_rule:
+            counted.append(f" {tail.requeued_by_rule} requeued stuck", "dim")
         if progress.pass_rate is not None:
             counted.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
         if not ended and progress.left:
