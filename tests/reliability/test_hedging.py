@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.eval.attach.protocol import dispatch_from, dispatch_state
 from core.eval.hedging import HedgeAfter
 from server_stub import AgentWorkflowContext, AgentWorkflowOutput
 from server_stub.demo import MultiplyWorkflow
@@ -26,6 +27,7 @@ from tests.eval.runs.command import child_env, osmosis
 from tests.eval.runs.files import multiply_rows, read_jsonl
 from tests.polling import eventually
 from tests.reliability.in_process import demo_app, rollout_server, run_session
+from tui.sources.replay import ReplaySource
 
 # What an attempt does before it answers as the demo does: given the row's prompt and how many
 # attempts of it started before this one (on either server).
@@ -152,6 +154,20 @@ async def test_a_hedge_on_the_other_server_wins_and_the_slow_attempt_is_cancelle
     assert logs.count("work item hedged (--hedge-after)") == 2
     envelope = run.summary.to_json()
     assert envelope["tail"] == {"hedges_sent": 2, "hedges_won": 2, "requeued_by_rule": 0}
+    # What attach's STATE tells a viewer of the run's dispatch, read back as a viewer does.
+    told = dispatch_from(json.loads(json.dumps(dispatch_state(run.session.control.state()))))
+    assert told is not None and (told.hedges_sent, told.hedges_won) == (2, 2)
+    # Replayed: the hedges, and which won, as the live strip showed them.
+    replay = ReplaySource(run.folder)
+    replay.to_end()
+    dispatch = replay.dispatch()
+    assert dispatch is not None and (dispatch.hedges_sent, dispatch.hedges_won) == (2, 2)
+    assert replay.warnings == []
+    # The details of a hedged item: both its attempts are on the board, under its row.
+    attempts = Counter((r.row_index, r.run_index) for r in replay.board)
+    assert {key for key, count in attempts.items() if count == 2} == {
+        (h["row_index"], h["run_index"]) for h in hedges
+    }
 
 
 async def test_two_attempts_that_finish_together_give_one_record(tmp_path: Path) -> None:
@@ -272,6 +288,10 @@ async def test_a_stuck_rollout_is_requeued_by_rule_at_most_n_times(tmp_path: Pat
     assert run.summary.tail == {"hedges_sent": 0, "hedges_won": 0, "requeued_by_rule": 2}
     logs = (run.folder / "logs.txt").read_text()
     assert logs.count("(--requeue-stuck: it was stuck)") == 2
+    replay = ReplaySource(run.folder)
+    replay.to_end()
+    dispatch = replay.dispatch()
+    assert dispatch is not None and dispatch.requeued_by_rule == 2
 
 
 async def killed_between_attempts(tmp_path: Path, flags: tuple[str, ...], reason: str) -> None:
