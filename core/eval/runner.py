@@ -173,6 +173,15 @@ class EvalRunner:
         # Whatever did not end (a server that ignores cancels) is no longer waited for.
         self.board.stop_tracking(ids)
 
+    def _end_in_background(self, records: list[RolloutRecord]) -> None:
+        """Cancel these attempts like an interrupt cancels (a bounded wait for their end, then
+        untracked), without waiting here; the run waits for it before it ends."""
+        if not records:
+            return
+        ending = asyncio.ensure_future(self._wind_down(records, cancel=True))
+        self._endings.add(ending)
+        ending.add_done_callback(self._endings.discard)
+
     # -- steering (the dashboard's keys) ---------------------------------------------------
 
     def pause_dispatch(self) -> None:
@@ -210,10 +219,7 @@ class EvalRunner:
         self._next_ids[item.key] = new_id
         self.pending.appendleft(item)
         record.requeued_as = new_id
-        # Cancelled like an interrupt cancels: a bounded wait for its end, then untracked.
-        ending = asyncio.ensure_future(self._wind_down([record], cancel=True))
-        self._endings.add(ending)
-        ending.add_done_callback(self._endings.discard)
+        self._end_in_background([record])
         self._start_workers()
         return new_id
 
@@ -604,20 +610,17 @@ class EvalRunner:
         rivals = [rid for rid, other in self._attempts.items() if other.key == item.key]
         rivals.remove(record.rollout_id)
         queued = item.key in self._next_ids and item.key in self.hedges.hedged
-        if failed and (rivals or queued):
-            del self._attempts[record.rollout_id]
-            return False
         del self._attempts[record.rollout_id]
+        if failed and (rivals or queued):
+            # Not the item's: cancelled if it still runs (a deadline), and no longer followed.
+            self._end_in_background([record])
+            return False
         if queued:  # the hedge was not sent yet: it never will be
             del self._next_ids[item.key]
             self.pending.remove(item)
-        losers = [self.board.records[rid] for rid in rivals if rid in self.board.records]
         for rid in rivals:
             del self._attempts[rid]
-        if losers:
-            ending = asyncio.ensure_future(self._wind_down(losers, cancel=True))
-            self._endings.add(ending)
-            ending.add_done_callback(self._endings.discard)
+        self._end_in_background([self.board.records[rid] for rid in rivals])
         if item.key in self.hedges.hedged:
             self.hedges.settled.add(item.key)
             if record.rollout_id in self.hedges.hedge_of:
