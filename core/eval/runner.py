@@ -261,6 +261,16 @@ class EvalRunner:
             and self._attempts[rid].key not in self.hedges.hedged
         ]
 
+    def items_in_flight(self) -> int:
+        """Work items with a rollout in flight: a hedged item's two attempts count once."""
+        attempts = self._attempts
+        return len({attempts[rid].key if rid in attempts else rid for rid in self.in_flight})
+
+    def items_waiting(self) -> int:
+        """Work items not sent yet: the queue less the hedges in it (their item is sent)."""
+        hedges = self.hedges.hedged.intersection(self._next_ids) - self.hedges.settled
+        return len(self.pending) - len(hedges)
+
     def attempt_key(self, rollout_id: str) -> ItemKey | None:
         """The work item whose outcome rollout `rollout_id` still is, if any."""
         item = self._attempts.get(rollout_id)

@@ -200,10 +200,10 @@ class EvalSession:
             total_items=len(self.plan.items),
             pass_threshold=self.plan.pass_threshold,
             carried=carried,
-            in_flight=len(runner.in_flight),
+            in_flight=runner.items_in_flight(),
             stuck=len(stuck),
             overdue=len(stuck.union(runner.overdue(now))),
-            not_dispatched=len(runner.pending),
+            not_dispatched=runner.items_waiting(),
         )
 
     def event_silence(self, now: float | None = None) -> EventSilence | None:
