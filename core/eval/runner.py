@@ -8,7 +8,9 @@ While it runs, a front end can steer it (DESIGN.md §2): pause and resume dispat
 max-in-flight (the `DispatchGate`: one worker per rollout in flight, as many as the limit),
 and requeue a work item whose rollout is in flight: that rollout is cancelled on its server
 and its outcome, whatever it turns out to be, is never journaled; the item goes back to the
-front of the queue under a new id, and that attempt is journaled as the item's result.
+front of the queue under a new id, and that attempt is journaled as the item's result. A
+hedge (core/eval/hedging.py) is the same without the cancel: the two attempts race and
+`_claim` keeps one outcome per item.
 """
 
 from __future__ import annotations

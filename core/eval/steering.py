@@ -1,5 +1,6 @@
 """Steering a running eval from its front end (DESIGN.md §2), and the record of it: pause and
-resume dispatch, change max-in-flight, drain a server and undrain it, requeue a work item;
+resume dispatch, change max-in-flight, drain a server and undrain it, requeue a work item
+(by hand, or by the --requeue-stuck rule) and hedge one (--hedge-after, core/eval/hedging.py);
 also every cancel asked of a
 server (and its answer), every rollout the run stops tracking and every rollout sent by hand.
 
