@@ -409,6 +409,7 @@ class DashboardApp(App[None]):
             elapsed,
             ended=self._ended_at is not None,
             manual=dispatch.manual if dispatch is not None else 0,
+            tail=dispatch,
             dispatch_paused=dispatch is not None and dispatch.paused,
             versus=self.source.baseline_counts(),
             watch=self.source.is_watch,

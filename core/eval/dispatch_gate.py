@@ -36,6 +36,11 @@ class DispatchState:
     in_flight: int = 0
     #: Rollouts sent by hand so far: beside the work items, never in the progress.
     manual: int = 0
+    #: Hedges sent so far (--hedge-after), those whose outcome was the item's, and work items
+    #: requeued by the --requeue-stuck rule (core/eval/hedging.py).
+    hedges_sent: int = 0
+    hedges_won: int = 0
+    requeued_by_rule: int = 0
 
 
 class DispatchGate:

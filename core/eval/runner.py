@@ -8,7 +8,9 @@ While it runs, a front end can steer it (DESIGN.md §2): pause and resume dispat
 max-in-flight (the `DispatchGate`: one worker per rollout in flight, as many as the limit),
 and requeue a work item whose rollout is in flight: that rollout is cancelled on its server
 and its outcome, whatever it turns out to be, is never journaled; the item goes back to the
-front of the queue under a new id, and that attempt is journaled as the item's result.
+front of the queue under a new id, and that attempt is journaled as the item's result. A
+hedge (core/eval/hedging.py) is the same without the cancel: the two attempts race and
+`_claim` keeps one outcome per item.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from core.board import RolloutBoard
 from core.errors import RolloutAdmissionTimeoutError, RolloutProtocolError, describe_error
 from core.eval.dispatch_gate import DispatchGate
 from core.eval.errors import EvalError
-from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward
+from core.eval.hedging import HedgeAfter, HedgeBook
+from core.eval.outcomes import INVALID_REWARD, classify, failed_item, invalid_reward, item_status
 from core.eval.plan.dataset import DatasetRow
 from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.safe_text import quote_text
@@ -138,6 +141,8 @@ class EvalRunner:
         self._next_ids: dict[ItemKey, str] = {}
         # Requeued attempts being cancelled.
         self._endings: set[asyncio.Task[None]] = set()
+        #: Hedges and rule requeues (core/eval/hedging.py).
+        self.hedges = HedgeBook()
 
     @property
     def dispatching(self) -> bool:
@@ -169,6 +174,15 @@ class EvalRunner:
                 await asyncio.wait(ends, timeout=SETTLE_AFTER_CANCEL_SEC)
         # Whatever did not end (a server that ignores cancels) is no longer waited for.
         self.board.stop_tracking(ids)
+
+    def _end_in_background(self, records: list[RolloutRecord]) -> None:
+        """Cancel these attempts like an interrupt cancels (a bounded wait for their end, then
+        untracked), without waiting here; the run waits for it before it ends."""
+        if not records:
+            return
+        ending = asyncio.ensure_future(self._wind_down(records, cancel=True))
+        self._endings.add(ending)
+        ending.add_done_callback(self._endings.discard)
 
     # -- steering (the dashboard's keys) ---------------------------------------------------
 
@@ -207,12 +221,62 @@ class EvalRunner:
         self._next_ids[item.key] = new_id
         self.pending.appendleft(item)
         record.requeued_as = new_id
-        # Cancelled like an interrupt cancels: a bounded wait for its end, then untracked.
-        ending = asyncio.ensure_future(self._wind_down([record], cancel=True))
-        self._endings.add(ending)
-        ending.add_done_callback(self._endings.discard)
+        self._end_in_background([record])
         self._start_workers()
         return new_id
+
+    def hedge(self, rollout_id: str) -> str:
+        """Run the work item of rollout `rollout_id` (in flight) a second time under a new id,
+        which is returned, while the first attempt goes on: a requeue that cancels nothing.
+        The first of the two to succeed is the item's result (`_claim`). `ControlRefused` when
+        the rollout is no work item's attempt in flight, the item had its hedge, or the run is
+        ending."""
+        if not self._running or not self.dispatching:
+            raise ControlRefused("the run is ending: no work item is sent again")
+        item = self._attempts.get(rollout_id)
+        record = self.board.records.get(rollout_id)
+        if item is None or record is None or record.finished or item.key in self.hedges.hedged:
+            raise ControlRefused(
+                f"rollout {quote_text(rollout_id)} is no unhedged work item's attempt in flight"
+            )
+        new_id = uuid.uuid4().hex
+        self._next_ids[item.key] = new_id
+        self.pending.appendleft(item)
+        book = self.hedges
+        book.hedged.add(item.key)
+        book.hedge_of[new_id] = rollout_id
+        book.avoid[item.key] = record.server
+        book.sent += 1
+        self._start_workers()
+        return new_id
+
+    def due_for_hedge(self, hedge_after: HedgeAfter, now: float) -> list[str]:
+        """The attempts in flight longer than `hedge_after` says, whose item had no hedge."""
+        limit = hedge_after.threshold(self._durations)
+        if limit is None:
+            return []
+        return [
+            rid
+            for rid, sent in self.in_flight.items()
+            if now - sent > limit
+            and rid in self._attempts
+            and self._attempts[rid].key not in self.hedges.hedged
+        ]
+
+    def items_in_flight(self) -> int:
+        """Work items with a rollout in flight: a hedged item's two attempts count once."""
+        attempts = self._attempts
+        return len({attempts[rid].key if rid in attempts else rid for rid in self.in_flight})
+
+    def items_waiting(self) -> int:
+        """Work items not sent yet: the queue less the hedges in it (their item is sent)."""
+        hedges = self.hedges.hedged.intersection(self._next_ids) - self.hedges.settled
+        return len(self.pending) - len(hedges)
+
+    def attempt_key(self, rollout_id: str) -> ItemKey | None:
+        """The work item whose outcome rollout `rollout_id` still is, if any."""
+        item = self._attempts.get(rollout_id)
+        return None if item is None else item.key
 
     # -- running ---------------------------------------------------------------------------
 
@@ -264,7 +328,7 @@ class EvalRunner:
                     await self.gate.next_change()
                     continue
                 try:
-                    slot = await self._acquire()
+                    slot = await self._acquire(self._avoid_next())
                 except AllServersDown as exc:
                     self.stop_dispatch(str(exc))
                     return
@@ -285,9 +349,17 @@ class EvalRunner:
         finally:
             self._live_workers -= 1
 
-    async def _acquire(self) -> RolloutServerSlot | None:
-        """A server slot, or None once dispatching stopped while waiting for one."""
-        acquire = asyncio.ensure_future(self.pool.acquire())
+    def _avoid_next(self) -> str | None:
+        """The server the next item should not go to: its first attempt's, if it is a hedge."""
+        if not self.pending:
+            return None
+        key = self.pending[0].key
+        return self.hedges.avoid.get(key) if key in self._next_ids else None
+
+    async def _acquire(self, avoid: str | None = None) -> RolloutServerSlot | None:
+        """A server slot (one other than `avoid` when another has room), or None once
+        dispatching stopped while waiting for one."""
+        acquire = asyncio.ensure_future(self.pool.acquire(avoid=avoid))
         stopped = asyncio.ensure_future(self._stop_dispatch.wait())
         await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
@@ -330,6 +402,8 @@ class EvalRunner:
             )
         except RolloutProtocolError as exc:
             self._not_admitted(item, rollout_id, exc, options, slot)
+            if self._hedge_moot(item):
+                return
             if 400 <= exc.status_code < 500:
                 self._finish(item, rollout_id, None, started, error_type="rollout_protocol_error")
                 return
@@ -339,9 +413,14 @@ class EvalRunner:
             raise _RunProblem(f"admission failed on {slot.url}: {exc}") from exc
         except (RolloutAdmissionTimeoutError, httpx.HTTPError, OSError) as exc:
             self._not_admitted(item, rollout_id, exc, options, slot)
+            if self._hedge_moot(item):
+                return
             if await self._server_lost(slot, item, generation):
                 return
             raise _RunProblem(f"admission failed on {slot.url}: {describe_error(exc)}") from exc
+        if item.key in self.hedges.settled:  # the first attempt won while this was admitted
+            await self._wind_down([record], cancel=True)
+            return
         self.in_flight[rollout_id] = started
         self._attempts[rollout_id] = item
         # Taken now: once the rollout ends (the wind-down below may end it), the board lets
@@ -482,7 +561,7 @@ class EvalRunner:
                 return
             raise
         except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
-            if not self._claim(record):
+            if not self._claim(record, failed=True):
                 return
             await self.board.cancel_on_server([record.rollout_id])
             self.board.stop_tracking([record.rollout_id])  # no longer watched: not "running"
@@ -491,7 +570,7 @@ class EvalRunner:
             )
             return
         except (RolloutProtocolError, httpx.HTTPError, OSError) as exc:
-            if not self._claim(record):
+            if not self._claim(record, failed=True):
                 return
             reward = invalid_reward(exc) if isinstance(exc, RolloutProtocolError) else None
             if reward is not None:  # this item's result, not the server, is at fault
@@ -515,13 +594,50 @@ class EvalRunner:
             raise _RunProblem(
                 f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
             ) from exc
-        if self._claim(record):
+        journaled = item_status(result)
+        failed = journaled is None or journaled[0] == "failed"
+        if self._claim(record, failed=failed):
             self._finish(item, record.rollout_id, result, started)
 
-    def _claim(self, record: RolloutRecord) -> bool:
+    def _hedge_moot(self, item: WorkItem) -> bool:
+        """Whether an attempt of hedged `item` that was not admitted is of no account: the
+        other attempt runs on, or won already (only that one then decides the item)."""
+        if item.key not in self.hedges.hedged:
+            return False
+        return item.key in self.hedges.settled or any(
+            other.key == item.key for other in self._attempts.values()
+        )
+
+    def _claim(self, record: RolloutRecord, *, failed: bool = False) -> bool:
         """Take the attempt's outcome as its item's; False when the item was requeued
-        meanwhile (it runs again under another id: this outcome is nobody's)."""
-        return self._attempts.pop(record.rollout_id, None) is not None
+        meanwhile (it runs again under another id: this outcome is nobody's).
+
+        A hedged item has two attempts: a success is claimed at once, and the other attempt
+        is cancelled on its server (or taken off the queue, not yet sent); a failure
+        (`failed`: cancelled too) is dropped while the other attempt may still succeed. All of
+        this happens without an await, so two attempts ending together cannot both claim."""
+        item = self._attempts.get(record.rollout_id)
+        if item is None:
+            return False
+        rivals = [rid for rid, other in self._attempts.items() if other.key == item.key]
+        rivals.remove(record.rollout_id)
+        queued = item.key in self._next_ids and item.key in self.hedges.hedged
+        del self._attempts[record.rollout_id]
+        if failed and (rivals or queued):
+            # Not the item's: cancelled if it still runs (a deadline), and no longer followed.
+            self._end_in_background([record])
+            return False
+        if queued:  # the hedge was not sent yet: it never will be
+            del self._next_ids[item.key]
+            self.pending.remove(item)
+        for rid in rivals:
+            del self._attempts[rid]
+        self._end_in_background([self.board.records[rid] for rid in rivals])
+        if item.key in self.hedges.hedged:
+            self.hedges.settled.add(item.key)
+            if record.rollout_id in self.hedges.hedge_of:
+                self.hedges.won += 1
+        return True
 
     async def _began_draining(self, slot: RolloutServerSlot) -> bool:
         """After a 503: whether the server now says it takes no new rollouts (its shutdown

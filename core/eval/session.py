@@ -27,6 +27,7 @@ from core.eval.event_silence import EVENTS_GRACE_SEC, EventSilence
 from core.eval.events.receiver import EventReceiverError
 from core.eval.gateway.errors import GatewayError
 from core.eval.gateway.model_gateway import ModelGateway
+from core.eval.hedging import TailRules
 from core.eval.plan.prepare import EvalPlan, kept_results
 from core.eval.redact import Redactor
 from core.eval.results.calls import CallLog
@@ -211,10 +212,10 @@ class EvalSession:
             total_items=len(self.plan.items),
             pass_threshold=self.plan.pass_threshold,
             carried=carried,
-            in_flight=len(runner.in_flight),
+            in_flight=runner.items_in_flight(),
             stuck=len(stuck),
             overdue=len(stuck.union(runner.overdue(now))),
-            not_dispatched=len(runner.pending),
+            not_dispatched=runner.items_waiting(),
         )
 
     def event_silence(self, now: float | None = None) -> EventSilence | None:
@@ -553,10 +554,16 @@ class EvalSession:
         if self._interrupt is not None:  # came after the startup had ended, before this line
             await runner.interrupt(cancel_in_flight=self._interrupt)
         silence = asyncio.ensure_future(self._say_event_silence())
+        rules = TailRules(
+            runner, self.control, plan.request.hedge_after, plan.request.requeue_stuck
+        )
+        tail = asyncio.ensure_future(rules.run()) if rules.active else None
         try:
             outcome = await runner.run()
         finally:
             await cancel_and_wait(silence)
+            if tail is not None:
+                await cancel_and_wait(tail)
         return outcome.status, outcome.problem
 
     def _mask(self, secrets: list[str]) -> None:
@@ -630,6 +637,7 @@ class EvalSession:
             duration_ms=int(duration_ms),
             problem=problem,
             resumed=len(resumed - outside.keys()),
+            tail=None if self._runner is None else self._runner.hedges.counts(),
         )
 
 

@@ -1,5 +1,6 @@
 """Steering a running eval from its front end (DESIGN.md §2), and the record of it: pause and
-resume dispatch, change max-in-flight, drain a server and undrain it, requeue a work item;
+resume dispatch, change max-in-flight, drain a server and undrain it, requeue a work item
+(by hand, or by the --requeue-stuck rule) and hedge one (--hedge-after, core/eval/hedging.py);
 also every cancel asked of a
 server (and its answer), every rollout the run stops tracking and every rollout sent by hand.
 
@@ -68,6 +69,9 @@ class RunControl:
             max_in_flight=runner.gate.limit,
             in_flight=runner.running_items,
             manual=runner.manual_sent,
+            hedges_sent=runner.hedges.sent,
+            hedges_won=runner.hedges.won,
+            requeued_by_rule=runner.hedges.requeued_by_rule,
         )
 
     # -- the controls ----------------------------------------------------------------------
@@ -142,26 +146,38 @@ class RunControl:
             server=url,
         )
 
-    def requeue(self, rollout_id: str) -> str:
+    def requeue(self, rollout_id: str, *, by_rule: bool = False) -> str:
         """Cancel a work item's rollout on its server and run the item again under a new id,
-        which is returned (`EvalRunner.requeue`; `ControlRefused` when it cannot be)."""
+        which is returned (`EvalRunner.requeue`; `ControlRefused` when it cannot be).
+        `by_rule`: the `--requeue-stuck` rule asked, not a person (the record says so)."""
         runner = self._steered()
         new_id = runner.requeue(rollout_id)
         record = runner.board.records[rollout_id]
-        details = {
-            "new_rollout_id": new_id,
-            "rollout_id": rollout_id,
-            "row_index": record.row_index,
-            "run_index": record.run_index,
-        }
+        reason = "rule" if by_rule else None
         if self._log is not None:
             self._log.write(
                 "work item requeued: its rollout is cancelled and the item runs again under "
-                "a new id",
+                "a new id" + (" (--requeue-stuck: it was stuck)" if by_rule else ""),
                 step=CONTROL_STEP,
-                details=details,
+                details=_attempt_details(record, new_id, reason=reason),
             )
-        self._recorder.requeued(record, new_id)
+        self._recorder.requeued(record, new_id, reason=reason)
+        return new_id
+
+    def hedge(self, rollout_id: str) -> str:
+        """Send a work item whose rollout is slow a second time under a new id, which is
+        returned, leaving the first attempt running (`EvalRunner.hedge`, --hedge-after)."""
+        runner = self._steered()
+        new_id = runner.hedge(rollout_id)
+        record = runner.board.records[rollout_id]
+        if self._log is not None:
+            self._log.write(
+                "work item hedged (--hedge-after): a second attempt is sent under a new id; "
+                "the first to succeed is its result, the other is cancelled",
+                step=CONTROL_STEP,
+                details=_attempt_details(record, new_id),
+            )
+        self._recorder.hedged(record, new_id)
         return new_id
 
     # -- what the run records besides (the board's and the session's hooks) ---------------
@@ -241,3 +257,18 @@ class RunControl:
         if self._log is not None:
             self._log.write(message, step=CONTROL_STEP, details=details)
         self._recorder.steered(action, value, server=server)
+
+
+def _attempt_details(
+    record: RolloutRecord, new_id: str, *, reason: str | None = None
+) -> dict[str, Any]:
+    """The logs.txt details of a requeue or hedge: the attempt and the one that follows it."""
+    details: dict[str, Any] = {
+        "new_rollout_id": new_id,
+        "rollout_id": record.rollout_id,
+        "row_index": record.row_index,
+        "run_index": record.run_index,
+    }
+    if reason is not None:
+        details["reason"] = reason
+    return details

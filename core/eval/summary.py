@@ -37,6 +37,8 @@ class EvalSummary:
     duration_ms: int
     problem: str | None = None
     resumed: int = 0
+    #: This invocation's hedges sent and won and rule requeues (`HedgeBook.counts`).
+    tail: dict[str, int] | None = None
 
     @property
     def pending(self) -> int:
@@ -148,6 +150,7 @@ class EvalSummary:
                 }
                 for r in self.failed_rows()
             ],
+            "tail": self.tail or {"hedges_sent": 0, "hedges_won": 0, "requeued_by_rule": 0},
         }
 
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from core.eval.hedging import HedgeAfter
 from core.eval.plan.server_url import base_url_problem
 
 if TYPE_CHECKING:
@@ -43,6 +44,22 @@ def seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected finite, non-negative seconds, got {text!r}")
     return value
+
+
+def hedge_after(text: str) -> HedgeAfter:
+    """`--hedge-after`: seconds (`90`), or a multiple of the median duration of the items
+    finished so far (`3x`); either more than 0."""
+    factor = text.endswith(("x", "X"))
+    try:
+        value = float(text[:-1] if factor else text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds (e.g. 90) or a multiple of the median duration (e.g. 3x), "
+            f"more than 0, got {text!r}"
+        )
+    return HedgeAfter(factor=value) if factor else HedgeAfter(seconds=value)
 
 
 def finite(text: str) -> float:

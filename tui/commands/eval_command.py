@@ -69,6 +69,8 @@ def run_eval(args: argparse.Namespace) -> int:
         fresh=args.fresh,
         retry_failed=args.retry_failed,
         stuck_after_sec=args.stuck_after,
+        hedge_after=args.hedge_after,
+        requeue_stuck=args.requeue_stuck or 0,
         secrets_file=args.secrets_file,
         rollout_port=args.rollout_port,
         events_port=args.events_port,

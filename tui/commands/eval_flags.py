@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tui.commands.argument_types import (
     finite,
     fixed_port,
+    hedge_after,
     http_url,
     positive_int,
     price_per_mtok,
@@ -197,6 +198,21 @@ def add_eval_flags(run: argparse.ArgumentParser) -> None:
         type=seconds,
         help="flag rollouts stuck in a phase this long, s "
         "(default: 3x the phase's median duration, at least 30 s)",
+    )
+    ours.add_argument(
+        "--hedge-after",
+        type=hedge_after,
+        metavar="SECONDS|Nx",
+        help="send a work item still in flight after SECONDS (or N times the median duration "
+        "of finished items) a second time, to another server when there is one; the first "
+        "attempt to succeed is its result, the other is cancelled (default: never)",
+    )
+    ours.add_argument(
+        "--requeue-stuck",
+        type=positive_int,
+        metavar="N",
+        help="cancel a work item's rollout once it is flagged stuck (see --stuck-after) and "
+        "run the item again, at most N times per item (default: never)",
     )
     ours.add_argument(
         "--baseline",

@@ -81,6 +81,10 @@ class ReplayState:
         self.notes: list[tuple[float, str]] = []
         self.dispatch_paused = False
         self.max_in_flight: int | None = None
+        #: The hedges sent so far (--hedge-after), and the work items requeued by
+        #: --requeue-stuck.
+        self._hedges: list[str] = []
+        self.requeued_by_rule = 0
         #: Rollouts sent by hand seen so far.
         self.manual_sent = 0
         self._cancels: dict[tuple[str, float], CancelRequest] = {}
@@ -148,13 +152,22 @@ class ReplayState:
         if isinstance(event, SentByHand):
             rerun = f"re-running {event.rerun_of[:10]} as " if event.rerun_of else "submitted "
             self._note(event.t, f"{rerun}{event.rollout_id[:10]} (by hand)")
+        elif isinstance(event, Requeued) and event.reason == "hedge":
+            # The first attempt goes on: it stays the item's attempt the board counts.
+            self._hedges.append(event.new_rollout_id)
+            self._note(event.t, f"hedged {event.rollout_id[:10]} with {event.new_rollout_id[:10]}")
         elif isinstance(event, Requeued):
             if event.row_index is not None and event.run_index is not None:
                 self.attempts[event.row_index, event.run_index] = event.new_rollout_id
             record = self.board.records.get(event.rollout_id)
             if record is not None:  # shown with its cancel, whose lines follow
                 record.requeued_as = event.new_rollout_id
-            self._note(event.t, f"requeued {event.rollout_id[:10]} as {event.new_rollout_id[:10]}")
+            by_rule = " (--requeue-stuck)" if event.reason == "rule" else ""
+            self.requeued_by_rule += event.reason == "rule"
+            self._note(
+                event.t,
+                f"requeued {event.rollout_id[:10]} as {event.new_rollout_id[:10]}{by_rule}",
+            )
         elif isinstance(event, DispatchStarted):
             self.max_in_flight = event.max_in_flight
         elif isinstance(event, DispatchSteered):
@@ -271,6 +284,14 @@ class ReplayState:
             max_in_flight=self.max_in_flight,
             in_flight=len(self._sent()[1]),
             manual=self.manual_sent,
+            hedges_sent=len(self._hedges),
+            # A hedge won when its outcome is its item's result (seen so far).
+            hedges_won=len(
+                set(self._hedges).intersection(
+                    result.rollout_id for result in self.results.values()
+                )
+            ),
+            requeued_by_rule=self.requeued_by_rule,
         )
 
     def progress(self, now: float, *, total_items: int, pass_threshold: float) -> Progress:

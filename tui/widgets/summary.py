@@ -15,6 +15,7 @@ from core.board import RolloutBoard
 from core.eval.compare.baseline import BaselineCounts
 from core.eval.cost.spend import Spend
 from core.eval.count_text import compact_count
+from core.eval.dispatch_gate import DispatchState
 from core.eval.duration_text import duration
 from core.eval.results.metrics import Progress
 from core.rollout_record import NOT_ADMITTED
@@ -189,8 +190,10 @@ class SummaryStrip(Static):
         versus: BaselineCounts | None = None,
         watch: bool = False,
         spend: Spend | None = None,
+        tail: DispatchState | None = None,
     ) -> None:
-        """`ended`: the work is over; what is left waits for a resume, and has no ETA.
+        """`tail`: the hedges and rule requeues of the run's dispatch, when it has any.
+        `ended`: the work is over; what is left waits for a resume, and has no ETA.
         `manual`: rollouts sent by hand, on the board but outside the progress.
         `dispatch_paused`: no work item is sent until the user resumes the run.
         `versus`: with a baseline, the finished items counted against it.
@@ -210,6 +213,7 @@ class SummaryStrip(Static):
             versus=versus,
             watch=watch,
             spend=spend,
+            tail=tail,
         )
         # 0 before the first layout: everything, as if there were room.
         room = self.content_size.width or None
@@ -232,6 +236,10 @@ class SummaryStrip(Static):
         counted.append(f" {progress.done}/{progress.total}")
         if manual:
             counted.append(f" +{manual} manual", "dim")
+        if tail is not None and tail.hedges_sent:
+            counted.append(f" hedged {tail.hedges_sent} ({tail.hedges_won} won)", "dim")
+        if tail is not None and tail.requeued_by_rule:
+            counted.append(f" {tail.requeued_by_rule} requeued stuck", "dim")
         if progress.pass_rate is not None:
             counted.append(f"  pass {progress.pass_rate * 100:.1f}%", "bold")
         if not ended and progress.left:

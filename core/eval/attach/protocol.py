@@ -71,7 +71,9 @@ SPEND (`core.eval.cost.spend.Spend`): `spent_usd`, `session_usd`, `projected_usd
 by the budget, `reached`: the run stopped at it).
 
 DISPATCH (`core.eval.dispatch_gate.DispatchState`): `paused`, `max_in_flight` (null until the
-servers are up), `in_flight` (work items), `manual` (rollouts sent by hand so far).
+servers are up), `in_flight` (work items), `manual` (rollouts sent by hand so far);
+additive within version 1: `hedges_sent`, `hedges_won` (--hedge-after) and `requeued_by_rule`
+(--requeue-stuck), 0 when a run sends none.
 
 RECORD, one rollout as the dashboard needs it (`record_state`): `id`, `row`, `run`,
 `source_row`, `server`, `submitted` (t), `grade`; `polls` (the statuses its polls observed, in
@@ -212,6 +214,9 @@ def dispatch_state(state: DispatchState) -> dict[str, Any]:
         "max_in_flight": state.max_in_flight,
         "in_flight": state.in_flight,
         "manual": state.manual,
+        "hedges_sent": state.hedges_sent,
+        "hedges_won": state.hedges_won,
+        "requeued_by_rule": state.requeued_by_rule,
     }
 
 
@@ -224,6 +229,9 @@ def dispatch_from(raw: object) -> DispatchState | None:
         max_in_flight=int_of(raw.get("max_in_flight")),
         in_flight=int_of(raw.get("in_flight")) or 0,
         manual=int_of(raw.get("manual")) or 0,
+        hedges_sent=int_of(raw.get("hedges_sent")) or 0,
+        hedges_won=int_of(raw.get("hedges_won")) or 0,
+        requeued_by_rule=int_of(raw.get("requeued_by_rule")) or 0,
     )
 
 

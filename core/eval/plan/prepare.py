@@ -21,6 +21,7 @@ from core.eval.compare.compared_run import ComparedRun, CompareInputError, read_
 from core.eval.cost.price import NO_PRICE, RunPrice, TokenPrice, run_price
 from core.eval.errors import EvalError, InputError, InputProblem
 from core.eval.gateway.upstream_choice import UpstreamChoice, choose_upstream
+from core.eval.hedging import HedgeAfter
 from core.eval.plan.config import EvalConfig, load_config, workspace_root
 from core.eval.plan.dataset import Dataset, DatasetRow, load_dataset, parse_rows_spec, select_rows
 from core.eval.plan.output_root import DEFAULT_OUTPUT, located, near
@@ -87,6 +88,10 @@ class EvalRequest:
     fresh: bool = False
     retry_failed: bool = False
     stuck_after_sec: float | None = None
+    hedge_after: HedgeAfter | None = None
+    """`--hedge-after`: when a slow work item is sent a second time (None: never)."""
+    requeue_stuck: int = 0
+    """`--requeue-stuck`: how often a stuck work item is requeued by rule (0: never)."""
     secrets_file: str | None = None
     """`--secrets-file`: a dotenv file for the config's `[secrets]`, or "-" for stdin."""
     rollout_port: int | None = None

@@ -110,6 +110,8 @@ class Requeued:
     new_rollout_id: str
     row_index: int | None
     run_index: int | None
+    #: "rule" (--requeue-stuck), "hedge" (--hedge-after: `rollout_id` goes on), or None.
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +344,7 @@ class _TransitionsReader:
             new_rollout_id,
             int_of(record.get("row_index")),
             int_of(record.get("run_index")),
+            reason if isinstance(reason := record.get("reason"), str) else None,
         )
 
     def say_unknown_kinds(self) -> None:

@@ -45,7 +45,10 @@ would be null are left out:
 - `{"kind": "requeue", "rollout_id", "new_rollout_id", "row_index", "run_index", "t"}`: the
   work item of `rollout_id` runs again under `new_rollout_id`: the old one is cancelled (its
   `cancel_request` lines follow) and its outcome is not the item's; the new one's status
-  lines follow once dispatch sends it (a run that ends first never does).
+  lines follow once dispatch sends it (a run that ends first never does). Additive `reason`:
+  `rule` when the --requeue-stuck rule asked; `hedge` when --hedge-after sent the item a
+  second time while `rollout_id` goes on (the first of the two to succeed is the item's
+  result, the other is cancelled).
 - `{"kind": "dispatch", "max_in_flight", "t"}`: the run began sending work items, at most
   `max_in_flight` at once (what `control` lines change later).
 - `{"kind": "control", "action", "value"?, "server"?, "t"}`: the run's dispatch was steered:
@@ -285,18 +288,21 @@ class TransitionLog(AppendFile):
         run_index: int | None,
         *,
         t: float,
+        reason: str | None = None,
     ) -> None:
-        """At `t`, the work item of `rollout_id` was given `new_rollout_id` to run again."""
-        self._write(
-            {
-                "kind": "requeue",
-                "rollout_id": rollout_id,
-                "new_rollout_id": new_rollout_id,
-                "row_index": row_index,
-                "run_index": run_index,
-                "t": t,
-            }
-        )
+        """At `t`, the work item of `rollout_id` was given `new_rollout_id` to run again
+        (`reason`: "rule", "hedge", or None for a person's requeue)."""
+        line: dict[str, Any] = {
+            "kind": "requeue",
+            "rollout_id": rollout_id,
+            "new_rollout_id": new_rollout_id,
+            "row_index": row_index,
+            "run_index": run_index,
+            "t": t,
+        }
+        if reason is not None:
+            line["reason"] = reason
+        self._write(line)
 
     def dispatch(self, max_in_flight: int, *, t: float) -> None:
         """The run began sending work items at `t`, at most `max_in_flight` at once."""

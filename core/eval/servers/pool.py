@@ -281,8 +281,9 @@ class ServerPool:
             return None
         return sum(slot.capacity for slot in live if slot.capacity is not None)
 
-    async def acquire(self) -> RolloutServerSlot:
+    async def acquire(self, avoid: str | None = None) -> RolloutServerSlot:
         """The live server with the most room left (`_least_loaded`); waits while all are full.
+        One other than the server at `avoid` (a hedge's first attempt's) when another has room.
 
         While every server is down it waits up to `RECOVERY_GRACE_SEC` for one to come back
         (a restarted server is used again), then raises `AllServersDown`; while none is down
@@ -303,7 +304,8 @@ class ServerPool:
                         f"{RECOVERY_GRACE_SEC:g} s ({details})"
                     )
                 continue
-            best = _least_loaded(live)
+            others = [slot for slot in live if slot.url != avoid]
+            best = _least_loaded(others) or _least_loaded(live)
             if best is not None:
                 best.in_flight += 1
                 return best

@@ -107,9 +107,10 @@ def _run_event(timeline: RunTimeline, event: ReplayEvent, t: float) -> None:
         elif event.action in ("drain", "undrain"):
             timeline.mark(Marker(t, MarkerKind.DRAIN, f"{event.server} {event.action}ed"))
     elif isinstance(event, Requeued):
-        timeline.mark(
-            Marker(t, MarkerKind.REQUEUE, f"requeued as {event.new_rollout_id}", event.rollout_id)
-        )
+        # A hedge leaves its first attempt running; a rule's requeue is a requeue all the same.
+        said = {"hedge": "hedged by", "rule": "requeued by --requeue-stuck as"}
+        text = f"{said.get(event.reason or '', 'requeued as')} {event.new_rollout_id}"
+        timeline.mark(Marker(t, MarkerKind.REQUEUE, text, event.rollout_id))
     elif isinstance(event, SentByHand):
         text = f"re-run of {event.rerun_of}" if event.rerun_of else "sent by hand"
         timeline.mark(Marker(t, MarkerKind.MANUAL, text, event.rollout_id))

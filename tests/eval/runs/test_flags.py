@@ -303,3 +303,19 @@ def test_every_bad_flag_value_exits_2_naming_the_flag(
     assert named in result.stderr
     assert result.stdout == ""
     assert not (workspace / ".osmosis").exists(), "bad input writes nothing"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--hedge-after", "0", "more than 0, got '0'"),
+        ("--hedge-after", "fastx", "e.g. 3x"),
+        ("--requeue-stuck", "0", "must be at least 1, got 0"),
+    ],
+)
+def test_bad_tail_flags_name_the_flag(
+    workspace: Path, demo_server: ServedDemo, flag: str, value: str, said: str
+) -> None:
+    result = run_eval(CONFIG, "--server", demo_server.url, *STUB, flag, value, cwd=workspace)
+    assert result.returncode == 2
+    assert f"argument {flag}" in result.stderr and said in result.stderr
