@@ -421,6 +421,12 @@ class EvalRunner:
         if item.key in self.hedges.settled:  # the first attempt won while this was admitted
             await self._wind_down([record], cancel=True)
             return
+        first = self.hedges.hedge_of.get(rollout_id)
+        if first is not None:  # each attempt of a hedged item names the other
+            record.hedged_with = first
+            first_record = self.board.records.get(first)
+            if first_record is not None:
+                first_record.hedged_with = rollout_id
         self.in_flight[rollout_id] = started
         self._attempts[rollout_id] = item
         # Taken now: once the rollout ends (the wind-down below may end it), the board lets

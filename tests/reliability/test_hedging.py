@@ -10,6 +10,7 @@ Whatever the order the attempts end in, events.jsonl must hold exactly one recor
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,6 +18,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
 
 from core.eval.attach.protocol import dispatch_from, dispatch_state
 from core.eval.hedging import HedgeAfter
@@ -28,6 +31,7 @@ from tests.eval.runs.files import multiply_rows, read_jsonl
 from tests.polling import eventually
 from tests.reliability.in_process import demo_app, rollout_server, run_session
 from tui.sources.replay import ReplaySource
+from tui.widgets.details import describe
 
 # What an attempt does before it answers as the demo does: given the row's prompt and how many
 # attempts of it started before this one (on either server).
@@ -163,11 +167,21 @@ async def test_a_hedge_on_the_other_server_wins_and_the_slow_attempt_is_cancelle
     dispatch = replay.dispatch()
     assert dispatch is not None and (dispatch.hedges_sent, dispatch.hedges_won) == (2, 2)
     assert replay.warnings == []
-    # The details of a hedged item: both its attempts are on the board, under its row.
+    # The details of a hedged item: both its attempts are on the board, under its row, and
+    # each names the other, live and replayed.
     attempts = Counter((r.row_index, r.run_index) for r in replay.board)
     assert {key for key, count in attempts.items() if count == 2} == {
         (h["row_index"], h["run_index"]) for h in hedges
     }
+    pairs = {(h["rollout_id"], h["new_rollout_id"]) for h in hedges}
+    for board in (run.session.board, replay.board):
+        for first, hedge in pairs:
+            assert board.records[first].hedged_with == hedge
+            assert board.records[hedge].hedged_with == first
+    first, hedge = sorted(pairs)[0]
+    shown = Console(width=200, record=True, file=io.StringIO())
+    shown.print(describe(replay.board.records[first], replay.board, replay.clock()))
+    assert f"its work item's other attempt is {hedge}" in shown.export_text()
 
 
 async def test_two_attempts_that_finish_together_give_one_record(tmp_path: Path) -> None:

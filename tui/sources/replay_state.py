@@ -84,6 +84,8 @@ class ReplayState:
         #: The hedges sent so far (--hedge-after), and the work items requeued by
         #: --requeue-stuck.
         self._hedges: list[str] = []
+        #: A hedge's id → the attempt it hedged, to pair them once the hedge is on the board.
+        self._hedge_of: dict[str, str] = {}
         self.requeued_by_rule = 0
         #: Rollouts sent by hand seen so far.
         self.manual_sent = 0
@@ -155,6 +157,7 @@ class ReplayState:
         elif isinstance(event, Requeued) and event.reason == "hedge":
             # The first attempt goes on: it stays the item's attempt the board counts.
             self._hedges.append(event.new_rollout_id)
+            self._hedge_of[event.new_rollout_id] = event.rollout_id
             self._note(event.t, f"hedged {event.rollout_id[:10]} with {event.new_rollout_id[:10]}")
         elif isinstance(event, Requeued):
             if event.row_index is not None and event.run_index is not None:
@@ -230,6 +233,12 @@ class ReplayState:
             self.board.result_tokens(rollout_id, item.tokens)
         if first:
             record = self.board.records[rollout_id]
+            hedged = self._hedge_of.get(rollout_id)
+            if hedged is not None:  # each attempt of a hedged item names the other
+                record.hedged_with = hedged
+                other = self.board.records.get(hedged)
+                if other is not None:
+                    other.hedged_with = rollout_id
             if event.sent is not None:
                 # Sent before it was admitted: the client's wait, as the live board had it.
                 record.submitted_at = min(record.submitted_at, self.board.started_at + event.sent)

@@ -101,6 +101,18 @@ def _origin(record: RolloutRecord) -> list[tuple[str, RenderableType]]:
                 ),
             )
         )
+    if record.hedged_with is not None:
+        rows.append(
+            (
+                "hedged",
+                Text.assemble(
+                    "its work item's other attempt is ",
+                    plain(record.hedged_with, "bold"),
+                    "; the first of the two to succeed is its result",
+                    style="yellow",
+                ),
+            )
+        )
     if record.requeued_as is not None:
         rows.append(
             (

@@ -136,6 +136,9 @@ class BoardMirror:
         requeued_as = text_of(state.get("requeued_as"))
         if requeued_as is not None:  # requeued once, for good
             record.requeued_as = requeued_as
+        hedged_with = text_of(state.get("hedged_with"))
+        if hedged_with is not None:  # hedged once, for good
+            record.hedged_with = hedged_with
         if bool_of(state.get("untracked")) and not record.untracked:
             board.stop_tracking([rollout_id])
         board.touch(rollout_id)

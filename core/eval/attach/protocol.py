@@ -88,7 +88,8 @@ its server to cancel it); `polling` (`polls`, `retries`, `error`); `model` (`cal
 calls: `call_id`, `started`, `ended`,
 `status`, `tokens`, `cost_usd`, `request`, `reply`, `error`); `requeued_as` (the id its work
 item runs again under once it was requeued, else null: additive within version 1, as
-`dispatch`); and, the first time a viewer is sent the record only, `options` (`label`,
+`dispatch`); `hedged_with` (a hedged item's other attempt, on both, else null: additive
+too); and, the first time a viewer is sent the record only, `options` (`label`,
 `grade`, `metadata`, the timeouts and the last initial message). Texts are the run's,
 already redacted, and cut at `MAX_TEXT_CHARS`.
 
@@ -315,6 +316,7 @@ def record_state(record: RolloutRecord, origin: float, *, first: bool) -> dict[s
         },
         "model": _model_state(record.model, origin),
         "requeued_as": record.requeued_as,
+        "hedged_with": record.hedged_with,
     }
     if first and record.options is not None:
         state["options"] = _options_state(record.options)
