@@ -11,6 +11,7 @@ from server_stub.demo import MultiplyWorkflow
 from tests.tui.helpers import SIZE, LiveFactory, make_app, status_line, text_of, until
 from tests.tui.recordings import played_to_the_end
 from tests.tui.states import budget_source, build_app
+from tests.tui.test_attach import attached, running
 from tests.tui.test_control import control_lines
 from tui.app import DashboardApp
 from tui.widgets.summary import SummaryStrip
@@ -92,3 +93,31 @@ async def test_the_strip_shows_spend_pace_projection_and_budget() -> None:
         await pilot.press("dollar_sign")
         await until(pilot, lambda: "of $12.5" in strip(app))
         assert "over budget" not in strip(app)
+
+
+async def test_dollar_in_an_attached_dashboard_raises_the_run_s_budget(
+    live_eval: LiveFactory,
+) -> None:
+    async with (
+        live_eval(
+            [ROW] * 3,
+            workflow=MultiplyWorkflow,
+            max_in_flight=1,
+            price_per_mtok=PRICE,
+            budget_usd=0.02,
+        ) as live,
+        running(live),
+    ):
+        app = await attached(live)
+        budget = live.source.session.budget
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "over budget, paused" in strip(app))  # 2.4 cents
+            await pilot.press("dollar_sign")  # through the control socket: 2.5 cents
+            await until(pilot, lambda: budget.limit_usd == 0.025)
+            await until(pilot, lambda: len(live.source.session.results) == 3)
+    assert [line["action"] for line in control_lines(live)][:4] == [
+        "budget_pause",
+        "pause",
+        "budget",
+        "budget_resume",
+    ]

@@ -244,8 +244,7 @@ class AttachedSource:
         return await self.client.set_max_in_flight(limit)
 
     async def set_budget(self, usd: float) -> None:
-        # The viewer's protocol has no budget command yet: the run's own dashboard sets it.
-        raise RuntimeError("the budget is set from the run's own dashboard")
+        await self.client.set_budget(usd)
 
     async def requeue(self, rollout_id: str) -> str:
         return await self.client.requeue(rollout_id)

@@ -374,6 +374,10 @@ class ControlClient:
     async def resume(self) -> None:
         await self._request("resume")
 
+    async def set_budget(self, usd: float) -> None:
+        """Have the run take `usd` as its budget."""
+        await self._request("budget", usd=usd)
+
     async def set_max_in_flight(self, limit: int) -> int:
         """Have the run keep up to `limit` work items in flight; the limit it set (within its
         servers' capacity)."""

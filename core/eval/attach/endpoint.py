@@ -47,7 +47,7 @@ from core.eval.runner import ControlRefused
 from core.eval.servers.pool import shown_state
 from core.eval.session import EvalSession
 from core.eval.summary import EvalSummary
-from core.eval.untrusted_json import int_of, text_of
+from core.eval.untrusted_json import float_of, int_of, text_of
 from core.rollout_record import RolloutRecord
 
 logger = logging.getLogger(__name__)
@@ -404,9 +404,9 @@ class ControlEndpoint:
         return reply
 
     def _steer(self, action: object, message: dict[str, Any]) -> dict[str, Any]:
-        """Pause, resume, max-in-flight, drain, undrain or requeue, through the session's
-        controls (the run's own dashboard's keys' way: logs.txt and transitions.jsonl record
-        them the same)."""
+        """Pause, resume, max-in-flight, drain, undrain, the budget or requeue, through the
+        session's controls (the run's own dashboard's keys' way: logs.txt and transitions.jsonl
+        record them the same)."""
         control = self.session.control
         if action == "pause":
             control.pause()
@@ -419,6 +419,16 @@ class ControlEndpoint:
             if url is None:
                 return {"ok": False, "error": "server must be the URL of a server (a string)"}
             control.drain(url, drained=action == "drain")
+            return {"ok": True}
+        if action == "budget":
+            usd = float_of(message.get("usd"))
+            if usd is None or usd < 0:
+                got = json.dumps(message.get("usd"))[:40]
+                return {
+                    "ok": False,
+                    "error": f"usd must be a number of dollars, at least 0 (got {got})",
+                }
+            self.session.budget.set_limit(usd)
             return {"ok": True}
         if action == "max_in_flight":
             limit = int_of(message.get("limit"))

@@ -33,6 +33,8 @@ Actions (`request` is the viewer's number for it, echoed in the reply):
 - `max_in_flight` `{"limit": n}` (a whole number, at least 1): the most work items in flight
   at once, within the servers' capacity (lowering it cancels nothing); the reply's `limit` is
   the limit set, its `dispatch` DISPATCH after it.
+- `budget` `{"usd": x}` (a number, at least 0): the run's new budget, as its own dashboard's
+  `$` sets it (additive within version 1).
 - `drain`, `undrain` `{"server": url}`: send the server at `url` no new work item (those in
   flight there go on), or send it work again (additive within version 1).
 - `requeue` `{"rollout_id": id}`: cancel a work item's rollout on its server and run the item
@@ -138,7 +140,17 @@ HEARTBEAT_SEC = 1.0
 #: late one is not taken for silence.
 SILENT_AFTER_SEC = 4.0
 #: The actions a viewer may send.
-ACTIONS = ("cancel", "untrack", "requeue", "pause", "resume", "max_in_flight", "drain", "undrain")
+ACTIONS = (
+    "cancel",
+    "untrack",
+    "requeue",
+    "pause",
+    "resume",
+    "max_in_flight",
+    "drain",
+    "undrain",
+    "budget",
+)
 
 
 class ProtocolViolation(ControlError):
