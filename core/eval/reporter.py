@@ -132,7 +132,15 @@ class RunReport:
                 f"Start this name over (its results are archived first): {self.rerun} "
                 f"--name {name} --fresh"
             )
-        if not summary.complete:
+        spend = self.spend
+        if not summary.complete and spend is not None and spend.state == "reached":
+            # The same budget would stop the resume at once: it needs a higher one.
+            hints.append(
+                f"Resume the pending work items with a budget above the "
+                f"${spend.spent_usd or 0:.4f} spent: {without_budget(self.rerun)} --name "
+                f"{name} --budget USD"
+            )
+        elif not summary.complete:
             hints.append(f"Resume the pending work items: {self.rerun} --name {name}")
         if summary.count("failed"):
             hints.append(f"Run the failures again: {self.rerun} --name {name} --retry-failed")
@@ -321,3 +329,18 @@ def print_report(report: RunReport, mode: OutputMode, *, stream: TextIO | None =
         print(json.dumps(report.envelope()), flush=True)
     else:
         print(report.text(plain=mode == "plain"), file=stream or sys.stdout, flush=True)
+
+
+def without_budget(command: str) -> str:
+    """`command` (a shell line of `osmosis-tui eval`) without its `--budget` and the value."""
+    words = shlex.split(command)
+    kept: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--budget":
+            skip = True
+        elif not word.startswith("--budget="):
+            kept.append(word)
+    return shlex.join(kept)

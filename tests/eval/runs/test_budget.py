@@ -57,11 +57,16 @@ def test_the_run_stops_at_its_budget_and_a_resume_counts_what_was_spent(
         line.get("action") == "budget_reached" and line.get("value") == 3 for line in controls
     )
 
-    # The same budget again: what was spent before has reached it, nothing more is spent.
-    again = run_eval(*args, "--budget", "0.03", cwd=tmp_path)
+    # The same budget again (as text): what was spent before has reached it, nothing more is
+    # spent, and the resume it says needs a higher budget.
+    again = run_eval(*args[:-1], "--budget", "0.03", cwd=tmp_path)
     assert again.returncode == 1, again.stderr
     assert _spent(folder) == spent
     assert len(read_jsonl(folder / "events.jsonl")) == done_first
+    said = again.stdout + again.stderr
+    assert f"Resume the pending work items with a budget above the ${spent:.4f} spent:" in said
+    resume = said.split(" spent: ", 1)[1].splitlines()[0]
+    assert resume.endswith("--name b1 --budget USD") and "0.03" not in resume
 
     # A larger one: the run goes on, counting the spend before, and stops at the new budget.
     more = run_eval(*args, "--budget", "0.06", cwd=tmp_path)
