@@ -147,7 +147,7 @@ class RolloutRecord:
     #: its outcome no longer the item's).
     requeued_as: str | None = None
     #: The other attempt of its work item when one of the two is a hedge (`--hedge-after`):
-    #: set on both, once the hedge is on the board; the first to succeed is the result.
+    #: set on both, once the hedge is on the board; the first to finish is the result.
     hedged_with: str | None = None
     #: Masks secrets in the error texts the record shows (a server's message may quote a key).
     redact: Callable[[str], str] | None = field(default=None, repr=False)

@@ -2,12 +2,14 @@
 
 A hedge is a requeue that leaves the first attempt running: the work item goes to the front of
 the queue under a new id (counted against max-in-flight like any attempt, sent to another server
-when the pool has one), and the two attempts race. The first to *succeed* is the item's result
-and the other is cancelled on its server. A failure does not win while the other attempt may
-still succeed: a user hedges to get the item done, and a provider error racing a good answer
-would otherwise throw the answer away. When both fail, the last failure is the item's result.
-Either way exactly one outcome is journaled per item (`EvalRunner._claim` decides, in one step
-of the event loop), and an item killed between the two has no record, so a resume runs it once.
+when the pool has one), and the two attempts race. The first of the two to *finish* with a
+result of its own (a success, or a failure its server reported) is the item's result, and the
+other is cancelled on its server: a hedge buys time, never a second chance to pass, which would
+lift the run's pass rate above what one attempt per item measures. An attempt that ends without
+a result of its own (cancelled, its polling lost, the item's deadline passed on it) leaves the
+item to the other. Either way exactly one outcome is journaled per item (`EvalRunner._claim`
+decides, in one step of the event loop), and an item killed between the two has no record, so
+a resume runs it once.
 
 Requeue by rule (`--requeue-stuck N`) does what the dashboard's requeue key does, by itself, to
 a work item whose rollout the board flags stuck, at most N times per item.

@@ -228,7 +228,7 @@ class EvalRunner:
     def hedge(self, rollout_id: str) -> str:
         """Run the work item of rollout `rollout_id` (in flight) a second time under a new id,
         which is returned, while the first attempt goes on: a requeue that cancels nothing.
-        The first of the two to succeed is the item's result (`_claim`). `ControlRefused` when
+        The first of the two to finish is the item's result (`_claim`). `ControlRefused` when
         the rollout is no work item's attempt in flight, the item had its hedge, or the run is
         ending."""
         if not self._running or not self.dispatching:
@@ -567,7 +567,7 @@ class EvalRunner:
                 return
             raise
         except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
-            if not self._claim(record, failed=True):
+            if not self._claim(record, no_result=True):
                 return
             await self.board.cancel_on_server([record.rollout_id])
             self.board.stop_tracking([record.rollout_id])  # no longer watched: not "running"
@@ -576,7 +576,7 @@ class EvalRunner:
             )
             return
         except (RolloutProtocolError, httpx.HTTPError, OSError) as exc:
-            if not self._claim(record, failed=True):
+            if not self._claim(record, no_result=True):
                 return
             reward = invalid_reward(exc) if isinstance(exc, RolloutProtocolError) else None
             if reward is not None:  # this item's result, not the server, is at fault
@@ -601,8 +601,8 @@ class EvalRunner:
                 f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
             ) from exc
         journaled = item_status(result)
-        failed = journaled is None or journaled[0] == "failed"
-        if self._claim(record, failed=failed):
+        # Cancelled: no result of its own (its item stays pending, or is the other attempt's).
+        if self._claim(record, no_result=journaled is None):
             self._finish(item, record.rollout_id, result, started)
 
     def _hedge_moot(self, item: WorkItem) -> bool:
@@ -614,14 +614,16 @@ class EvalRunner:
             other.key == item.key for other in self._attempts.values()
         )
 
-    def _claim(self, record: RolloutRecord, *, failed: bool = False) -> bool:
+    def _claim(self, record: RolloutRecord, *, no_result: bool = False) -> bool:
         """Take the attempt's outcome as its item's; False when the item was requeued
         meanwhile (it runs again under another id: this outcome is nobody's).
 
-        A hedged item has two attempts: a success is claimed at once, and the other attempt
-        is cancelled on its server (or taken off the queue, not yet sent); a failure
-        (`failed`: cancelled too) is dropped while the other attempt may still succeed. All of
-        this happens without an await, so two attempts ending together cannot both claim."""
+        A hedged item has two attempts: the first to finish with a result of its own (a
+        success or a failure) is claimed, and the other attempt is cancelled on its server (or
+        taken off the queue, not yet sent); one that ends without a result of its own
+        (`no_result`: cancelled, its polling lost, its deadline passed) is dropped while the
+        other may still finish. All of this happens without an await, so two attempts ending
+        together cannot both claim."""
         item = self._attempts.get(record.rollout_id)
         if item is None:
             return False
@@ -629,7 +631,7 @@ class EvalRunner:
         rivals.remove(record.rollout_id)
         queued = item.key in self._next_ids and item.key in self.hedges.hedged
         del self._attempts[record.rollout_id]
-        if failed and (rivals or queued):
+        if no_result and (rivals or queued):
             # Not the item's: cancelled if it still runs (a deadline), and no longer followed.
             self._end_in_background([record])
             return False

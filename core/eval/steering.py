@@ -173,7 +173,7 @@ class RunControl:
         if self._log is not None:
             self._log.write(
                 "work item hedged (--hedge-after): a second attempt is sent under a new id; "
-                "the first to succeed is its result, the other is cancelled",
+                "the first to finish is its result, the other is cancelled",
                 step=CONTROL_STEP,
                 details=_attempt_details(record, new_id),
             )

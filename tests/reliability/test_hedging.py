@@ -205,25 +205,25 @@ async def test_two_attempts_that_finish_together_give_one_record(tmp_path: Path)
     assert run.summary.tail == {"hedges_sent": 1, "hedges_won": int(won), "requeued_by_rule": 0}
 
 
-async def test_a_failure_racing_a_success_does_not_win(tmp_path: Path) -> None:
-    """Row 0: the first attempt fails once the hedge started, the hedge answers. Row 1: the
-    hedge fails at once, the first attempt answers after it. Both items succeed."""
+#: Longer than any test here waits: an attempt this slow only ends by its cancel.
+LATER_SEC = 120.0
+
+
+async def test_the_first_attempt_to_finish_wins_a_failure_too(tmp_path: Path) -> None:
+    """Row 0: the first attempt fails once the hedge started, the hedge would answer much
+    later. Row 1: the hedge fails at once, the first attempt would answer much later. The
+    first to finish decides each item, failure or not (a hedge is no second chance to pass),
+    and the other attempt is cancelled on its server."""
     rows = multiply_rows(2)
     first_fails, hedge_fails = prompt_of(rows[0]), prompt_of(rows[1])
-    failed: asyncio.Event = asyncio.Event()
 
     async def act(tail: Tail, prompt: str, attempt: int) -> None:
-        if attempt == 0:
+        if attempt == 0 and prompt == first_fails:
             await tail.second_started.wait()
-            if prompt == first_fails:
-                failed.set()
-                raise RuntimeError("the first attempt fails")
-            await failed.wait()  # the hedge of row 1 failed before this answers
-        elif prompt == hedge_fails:
-            failed.set()
+            raise RuntimeError("the first attempt fails")
+        if attempt == 1 and prompt == hedge_fails:
             raise RuntimeError("the hedge fails")
-        else:
-            await failed.wait()
+        await asyncio.sleep(LATER_SEC)  # ended by its cancel, long before
 
     tail = Tail(act)
     async with two_servers(tail) as urls:
@@ -235,12 +235,18 @@ async def test_a_failure_racing_a_success_does_not_win(tmp_path: Path) -> None:
             max_in_flight=4,
             hedge_after=HedgeAfter(seconds=0.3),
         )
+        await eventually(lambda: len(tail.cancelled) == 2, "the later attempts cancelled")
     records = one_record_per_item(run.folder, 2)
-    assert all(r["status"] == "success" for r in records.values())
+    assert all(r["status"] == "failed" for r in records.values())
     hedge_of = {(h["row_index"], h["run_index"]): h for h in transitions(run.folder, "hedge")}
-    assert records[0, 0]["rollout_id"] == hedge_of[0, 0]["new_rollout_id"]
-    assert records[1, 0]["rollout_id"] == hedge_of[1, 0]["rollout_id"]
+    assert records[0, 0]["rollout_id"] == hedge_of[0, 0]["rollout_id"]
+    assert records[1, 0]["rollout_id"] == hedge_of[1, 0]["new_rollout_id"]
     assert run.summary.tail == {"hedges_sent": 2, "hedges_won": 1, "requeued_by_rule": 0}
+    # The attempt that lost, still running, was cancelled on its server.
+    assert {(prompt, attempt) for _, prompt, attempt in tail.cancelled} == {
+        (first_fails, 1),
+        (hedge_fails, 0),
+    }
 
 
 async def test_both_attempts_failing_give_one_failed_record(tmp_path: Path) -> None:
@@ -259,7 +265,7 @@ async def test_both_attempts_failing_give_one_failed_record(tmp_path: Path) -> N
         )
     records = one_record_per_item(run.folder, 1)
     (hedge,) = transitions(run.folder, "hedge")
-    # The last failure is the item's: whichever attempt that was.
+    # The first failure is the item's: whichever attempt that was.
     assert records[0, 0]["status"] == "failed"
     assert records[0, 0]["rollout_id"] in (hedge["rollout_id"], hedge["new_rollout_id"])
     assert run.summary.tail is not None and run.summary.tail["hedges_sent"] == 1

@@ -108,7 +108,7 @@ def _origin(record: RolloutRecord) -> list[tuple[str, RenderableType]]:
                 Text.assemble(
                     "its work item's other attempt is ",
                     plain(record.hedged_with, "bold"),
-                    "; the first of the two to succeed is its result",
+                    "; the first of the two to finish is its result",
                     style="yellow",
                 ),
             )

@@ -47,7 +47,7 @@ would be null are left out:
   `cancel_request` lines follow) and its outcome is not the item's; the new one's status
   lines follow once dispatch sends it (a run that ends first never does). Additive `reason`:
   `rule` when the --requeue-stuck rule asked; `hedge` when --hedge-after sent the item a
-  second time while `rollout_id` goes on (the first of the two to succeed is the item's
+  second time while `rollout_id` goes on (the first of the two to finish is the item's
   result, the other is cancelled).
 - `{"kind": "dispatch", "max_in_flight", "t"}`: the run began sending work items, at most
   `max_in_flight` at once (what `control` lines change later).
