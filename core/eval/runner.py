@@ -338,6 +338,7 @@ class EvalRunner:
                     self.pool.release(slot)  # paused or lowered while waiting for a server
                     continue
                 item = self.pending.popleft()
+                slot = self._away_from_first(item, slot)
                 self.running_items += 1
                 try:
                     await self._run_item(item, slot)
@@ -348,6 +349,18 @@ class EvalRunner:
                     self.pool.release(slot)
         finally:
             self._live_workers -= 1
+
+    def _away_from_first(self, item: WorkItem, slot: RolloutServerSlot) -> RolloutServerSlot:
+        """`slot`, or, when `item` is a hedge and `slot` is its first attempt's server, another
+        server with room: the queue may have changed while the worker waited for `slot`."""
+        avoid = self.hedges.avoid.get(item.key) if item.key in self._next_ids else None
+        if avoid is None or slot.url != avoid:
+            return slot
+        other = self.pool.other_with_room(avoid)
+        if other is None:
+            return slot
+        self.pool.release(slot)
+        return other
 
     def _avoid_next(self) -> str | None:
         """The server the next item should not go to: its first attempt's, if it is a hedge."""

@@ -154,6 +154,14 @@ async def test_the_base_column_the_tint_and_the_strip_count_against_the_baseline
             assert "vs baseline: +1 improved, −1 regressed, 3 compared" in strip(app)
             header = app.table.render_line(0).text
             assert "base" in header.split()
+            # Every row on the table (the repaint takes the board's changes a moment later).
+            await until(
+                pilot,
+                lambda: (
+                    {r.source_row_index for r in app.board if r.rollout_id in app.table.order}
+                    >= set(range(4))
+                ),
+            )
             cells = {item: base_cell(app, item) for item in range(4)}
             assert cells == {0: "✔ pass", 1: "✘ fail", 2: "✔ pass", 3: "✔ pass"}
             # The regressed row stands out; the improved and unchanged ones do not (the

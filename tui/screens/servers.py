@@ -147,6 +147,8 @@ class ServersScreen(ModalScreen[None]):
     def repaint(self) -> None:
         """Catch up with the run (the dashboard's repaint timer calls this); the lines are
         drawn again only when one of them changed."""
+        if not self.table.ordered_columns:
+            return  # pushed, not mounted yet: its mount draws it
         views = {
             view.url: view for view in self.source.servers() if "://" in view.url
         }  # not the start-up's steps, which stand in the servers' place while they start

@@ -326,6 +326,15 @@ class ServerPool:
             with contextlib.suppress(asyncio.TimeoutError):  # not the builtin one on 3.10
                 await asyncio.wait_for(self._freed.wait(), remaining)
 
+    def other_with_room(self, avoid: str) -> RolloutServerSlot | None:
+        """At once, without waiting: a live server other than the one at `avoid` with room
+        left (taken, as `acquire` takes it), else None."""
+        others = [s for s in self.slots if s.state != "down" and s.listed and s.url != avoid]
+        best = _least_loaded(others)
+        if best is not None:
+            best.in_flight += 1
+        return best
+
     def drain(self, url: str, drained: bool = True) -> RolloutServerSlot:
         """Send the server at `url` no new work (`drained`), or send it work again; what is
         in flight there goes on. `KeyError` when no server of the pool has that URL."""
