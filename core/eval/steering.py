@@ -177,7 +177,7 @@ class RunControl:
                 step=CONTROL_STEP,
                 details=_attempt_details(record, new_id),
             )
-        self._recorder.hedged(record, new_id)
+        self._recorder.requeued(record, new_id, reason="hedge")
         return new_id
 
     # -- what the run records besides (the board's and the session's hooks) ---------------

@@ -112,7 +112,8 @@ class TransitionRecorder:
         self, record: RolloutRecord, new_rollout_id: str, *, reason: str | None = None
     ) -> None:
         """`record`'s work item runs again under `new_rollout_id`, from now (`reason`
-        "rule": the --requeue-stuck rule asked)."""
+        "rule": the --requeue-stuck rule asked; "hedge": it is sent a second time while
+        `record` goes on)."""
         log = self._log
         if log is not None:
             log.requeue(
@@ -122,20 +123,6 @@ class TransitionRecorder:
                 record.run_index,
                 t=log.elapsed(),
                 reason=reason,
-            )
-
-    def hedged(self, record: RolloutRecord, new_rollout_id: str) -> None:
-        """`record`'s work item is sent a second time under `new_rollout_id`, from now,
-        while `record` goes on."""
-        log = self._log
-        if log is not None:
-            log.requeue(
-                record.rollout_id,
-                new_rollout_id,
-                record.row_index,
-                record.run_index,
-                t=log.elapsed(),
-                reason="hedge",
             )
 
     def dispatch_started(self, max_in_flight: int) -> None:
