@@ -28,6 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
 
+import orjson
+
 from core.iso_time import utc_moment
 from core.regular_file import read_document
 
@@ -51,6 +53,22 @@ def load_json(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise NestedTooDeep from None
+
+
+def load_record(line: bytes) -> Any:
+    """One line of a results file (a journal record, a transition, a model call), parsed by
+    orjson: five times `json.loads`'s speed, which a run of a million items reads a million
+    times over.
+
+    orjson refuses some text that `json.loads` takes (NaN, lone surrogates, numbers past a
+    double) and `load_json` reads that; it also reads an integer past 64 bits as a float, so a
+    reader whose checks refuse a record parses it again with `load_json` before refusing it
+    (as the journal's does), and no record reads differently from before.
+    """
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return load_json(line)
 
 
 def load_json_file(path: Path) -> Any:

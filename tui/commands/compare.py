@@ -6,9 +6,10 @@ with `--fail-on-regression [N]`, exit status 1 when more than N work items regre
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from tui.commands import exit_codes
 from tui.commands.argument_types import finite, non_negative_int
@@ -84,7 +85,7 @@ def run_compare(args: argparse.Namespace) -> int:
         # million more objects, none in a cycle: the collector would walk them for nothing.
         with paused_for_a_batch():
             comparison = load_comparison(args)
-            print(_rendered(comparison, args.json, max_regressed))
+            _print(comparison, args.json, max_regressed)
     regressed = comparison.count("regressed")
     if max_regressed is not None and regressed > max_regressed:
         if not args.json:
@@ -97,16 +98,22 @@ def run_compare(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-def _rendered(comparison: Comparison, as_json: bool, max_regressed: int | None) -> str:
-    """The comparison as `--json` or `--plain` prints it."""
+def _print(comparison: Comparison, as_json: bool, max_regressed: int | None) -> None:
+    """Print the comparison as `--json` or `--plain` asks."""
     if as_json:
         from core.eval.compare.json_document import comparison_document
 
         document = comparison_document(comparison, max_regressed=max_regressed)
-        return json.dumps(document, ensure_ascii=False)
+        # Two runs of 100,000 items make a 40 MB document: orjson prints it in a twentieth
+        # of the standard printer's time (the same JSON, without spaces after `:` and `,`),
+        # and as bytes, written without another copy as text.
+        sys.stdout.flush()
+        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE))
+        sys.stdout.buffer.flush()
+        return
     from core.eval.compare.text_report import report_lines
 
-    return "\n".join(report_lines(comparison))
+    print("\n".join(report_lines(comparison)))
 
 
 def _loaded(args: argparse.Namespace) -> Comparison:

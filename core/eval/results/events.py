@@ -20,8 +20,8 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Container, Iterable
-from dataclasses import dataclass
+from collections.abc import Container, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.eval.results.durable import (
@@ -33,7 +33,7 @@ from core.eval.results.durable import (
     write_all,
 )
 from core.eval.results.records import ItemKey, ItemResult
-from core.eval.untrusted_json import load_json
+from core.eval.untrusted_json import load_json, load_record
 from core.regular_file import MAX_LINE_BYTES, Line, read_lines
 
 logger = logging.getLogger(__name__)
@@ -43,33 +43,51 @@ def _log_warning(message: str) -> None:
     logger.warning("%s", message)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Scan:
-    results: dict[ItemKey, ItemResult]
-    #: Every record read, in file order (superseded ones too).
-    history: list[ItemResult]
-    #: The line number of each key's final record.
-    lines: dict[ItemKey, int]
-    warnings: list[str]
+    """What a scan of the journal found besides its records (filled in as it reads)."""
+
+    warnings: list[str] = field(default_factory=list)
     # Where the next record must start: just past the last newline, or before a last line
     # that is not JSON. Everything from here on is a torn write.
-    good_size: int
-    size: int
+    good_size: int = 0
+    size: int = 0
     """How many bytes were read."""
 
 
-def _scan_journal(path: Path, lines: Iterable[Line]) -> _Scan:
-    results: dict[ItemKey, ItemResult] = {}
-    history: list[ItemResult] = []
-    line_of: dict[ItemKey, int] = {}
-    warnings: list[str] = []
-    good_size = size = 0
+class _NotJson(ValueError):
+    """A journal line that is no JSON at all (its parser's error is the cause)."""
+
+
+def _result_of(data: bytes) -> ItemResult:
+    """The result a journal line records; `_NotJson` when it is no JSON, `ValueError` or
+    `TypeError` (from `ItemResult.from_json`) when it is JSON of another shape."""
+    try:
+        record = load_record(data)
+    except ValueError as exc:
+        raise _NotJson from exc
+    try:
+        return ItemResult.from_json(record)
+    except (ValueError, TypeError):
+        # orjson reads an integer past 64 bits as a float; the standard parser keeps it.
+        return ItemResult.from_json(load_json(data))
+
+
+def _scan_journal(
+    path: Path, lines: Iterable[Line], scan: _Scan
+) -> Iterator[tuple[int, ItemResult]]:
+    """Every record of the journal in file order (superseded ones too), with its line number.
+
+    Each reader keeps what it needs of them (the final results, their lines, the whole
+    history), so that a journal of a million records is never held twice.
+    """
+    warnings = scan.warnings
     # An unreadable line is dropped (and cut off before an append) when it is the last one,
     # and skipped when another follows it: known only once the next line comes. Held here as
     # the line and what it is ("an invalid line (…)").
     unreadable: tuple[Line, str, str] | None = None
     for line in lines:
-        size = line.end
+        scan.size = line.end
         if unreadable is not None:
             skipped, what, why = unreadable
             warnings.append(f"{path}:{skipped.number}: skipped {what} ({why})")
@@ -83,34 +101,27 @@ def _scan_journal(path: Path, lines: Iterable[Line]) -> _Scan:
                 f"{path}: dropped a torn last line ({line.length} bytes, no newline): {shown!r}"
             )
             break
-        good_size = line.end
+        scan.good_size = line.end
         if line.data is None:
             unreadable = (line, "a line", f"longer than {MAX_LINE_BYTES:,} bytes: {line.length:,}")
             continue
         if not line.data.strip():
             continue
         try:
-            record = load_json(line.data)
-        except ValueError as exc:
-            unreadable = (line, "an invalid line", str(exc))
+            result = _result_of(line.data)
+        except _NotJson as exc:
+            unreadable = (line, "an invalid line", str(exc.__cause__))
             continue
-        try:
-            result = ItemResult.from_json(record)
         except (ValueError, TypeError) as exc:
             # Valid JSON with a shape we do not know (e.g. a newer writer): reported and kept
             # in the file, never truncated away.
             warnings.append(f"{path}:{line.number}: skipped a record that is not a result ({exc})")
             continue
-        history.append(result)
-        # Re-inserting moves the key to the end: iteration order is the order of final records.
-        results.pop(result.key, None)
-        results[result.key] = result
-        line_of[result.key] = line.number
+        yield line.number, result
     if unreadable is not None:
         last, what, why = unreadable
         warnings.append(f"{path}:{last.number}: dropped {what} at the end ({why})")
-        good_size = last.start
-    return _Scan(results, history, line_of, warnings, good_size, size)
+        scan.good_size = last.start
 
 
 @dataclass(frozen=True)
@@ -122,16 +133,23 @@ class PlannedResults:
     outside: dict[ItemKey, ItemResult]
 
 
-def _read(path: Path, on_warning: WarningSink | None) -> _Scan:
-    """The journal at `path` scanned, its warnings reported; empty when there is none."""
+def _read(path: Path, on_warning: WarningSink | None) -> Iterator[tuple[int, ItemResult]]:
+    """The journal at `path` scanned (as `_scan_journal`), its warnings reported once it is
+    read to the end; nothing when there is none."""
     try:
         lines = read_lines(path)
     except FileNotFoundError:
-        return _Scan({}, [], {}, [], 0, 0)
-    scan = _scan_journal(path, lines)
+        return
+    scan = _Scan()
+    yield from _scan_journal(path, lines, scan)
     for warning in scan.warnings:
         (on_warning or _log_warning)(warning)
-    return scan
+
+
+def _keep_final(results: dict[ItemKey, ItemResult], key: ItemKey, result: ItemResult) -> None:
+    # Re-inserting moves the key to the end: iteration order is the order of final records.
+    results.pop(key, None)
+    results[key] = result
 
 
 def journal_line(result: ItemResult) -> bytes:
@@ -160,7 +178,10 @@ class Journal(AppendFile):
         line elsewhere is skipped; each is reported to `on_warning` (default: this module's
         logger). Reading never changes the file.
         """
-        return _read(path, on_warning).results
+        results: dict[ItemKey, ItemResult] = {}
+        for _, result in _read(path, on_warning):
+            _keep_final(results, result.key, result)
+        return results
 
     @staticmethod
     def load_for_plan(
@@ -175,16 +196,19 @@ class Journal(AppendFile):
 
         Such a record is never run again and never counts as one of this run's items; the
         results files keep it (the official tool counts every journaled key there)."""
-        scan = _read(path, on_warning)
         inside: dict[ItemKey, ItemResult] = {}
         outside: dict[ItemKey, ItemResult] = {}
-        for key, result in scan.results.items():
+        line_of: dict[ItemKey, int] = {}
+        for number, result in _read(path, on_warning):
+            key = result.key
             if key in planned:
-                inside[key] = result
-                continue
-            outside[key] = result
+                _keep_final(inside, key, result)
+            else:
+                _keep_final(outside, key, result)
+                line_of[key] = number
+        for key in outside:
             (on_warning or _log_warning)(
-                f"{path}:{scan.lines[key]}: a record of row_index {key[0]}, run_index "
+                f"{path}:{line_of[key]}: a record of row_index {key[0]}, run_index "
                 f"{key[1]}, which is no work item of this run ({plan}): not run, not counted "
                 "in its progress; kept in index.jsonl and metrics.json, as the official tool "
                 "keeps it"
@@ -196,7 +220,7 @@ class Journal(AppendFile):
         """Every record of the journal in the order it was written, superseded attempts
         included (what a replay plays); `[]` when the file does not exist. Read as `load`
         reads it, with the same warnings."""
-        return _read(path, on_warning).history
+        return [result for _, result in _read(path, on_warning)]
 
     @classmethod
     def open(cls, path: Path, *, on_warning: WarningSink | None = None) -> Journal:
@@ -204,7 +228,9 @@ class Journal(AppendFile):
         created = not path.exists()
         fd = open_append(path)
         try:
-            scan = _scan_journal(path, read_lines(path))
+            scan = _Scan()
+            for _ in _scan_journal(path, read_lines(path), scan):
+                pass
             if scan.good_size < scan.size:
                 os.ftruncate(fd, scan.good_size)
                 os.fsync(fd)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
-from core.eval.untrusted_json import is_int, is_number
+from core.eval.untrusted_json import is_finite, is_int
 
 ItemStatus = Literal["success", "failed", "skipped"]
 ITEM_STATUSES: frozenset[str] = frozenset(get_args(ItemStatus))
@@ -88,29 +88,25 @@ class ItemResult:
 
     def __post_init__(self) -> None:
         # Checked at construction so that a bad value fails where it is made, not as an
-        # unreadable journal line found by the next resume.
-        for name, value in (
-            ("row_index", self.row_index),
-            ("run_index", self.run_index),
-            ("source_row_index", self.source_row_index),
-        ):
-            if value is None and name == "source_row_index":
-                continue
-            if not is_int(value) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if not isinstance(self.rollout_id, str) or not is_path_segment(self.rollout_id):
+        # unreadable journal line found by the next resume. Written out check by check: a
+        # run's journal is read a record at a time, a million of them for a big run.
+        _check_index("row_index", self.row_index)
+        _check_index("run_index", self.run_index)
+        if self.source_row_index is not None:
+            _check_index("source_row_index", self.source_row_index)
+        if type(self.rollout_id) is not str or not is_path_segment(self.rollout_id):
             raise ValueError(
                 f"rollout_id must be a single path segment (it names a folder), "
                 f"got {self.rollout_id!r}"
             )
         if self.status not in ITEM_STATUSES:
             raise ValueError(f"status must be one of {sorted(ITEM_STATUSES)}, got {self.status!r}")
-        for name, number in (("reward", self.reward), ("duration_ms", self.duration_ms)):
-            if number is not None and (not is_number(number) or not math.isfinite(number)):
-                raise ValueError(f"{name} must be a finite number, got {number!r}")
+        if self.reward is not None:
+            _check_finite("reward", self.reward)
+        _check_finite("duration_ms", self.duration_ms)
         # Sign is not checked: these are reported by servers, and a server's odd count must
         # not stop a run whose result is otherwise fine.
-        if self.tokens is not None and not is_int(self.tokens):
+        if self.tokens is not None and type(self.tokens) is not int and not is_int(self.tokens):
             raise ValueError(f"tokens must be an integer, got {self.tokens!r}")
         if self.error_type is not None and not isinstance(self.error_type, str):
             raise ValueError(f"error_type must be a string, got {self.error_type!r}")
@@ -151,26 +147,59 @@ class ItemResult:
         get = record.get
         # The construction checks the rest (`__post_init__`); checked here is only what it
         # cannot tell once converted: presence, and numbers that float() would accept as text.
-        for name in ("row_index", "run_index", "rollout_id", "status"):
-            if get(name) is None:
-                raise ValueError(f"{name} is missing")
-        reward, duration_ms, status = get("reward"), get("duration_ms"), get("status")
-        for name, value in (("reward", reward), ("duration_ms", duration_ms)):
-            if value is not None and not is_number(value):
-                raise ValueError(f"{name} must be a number, got {value!r}")
+        row_index, run_index = get("row_index"), get("run_index")
+        rollout_id, status = get("rollout_id"), get("status")
+        if row_index is None or run_index is None or rollout_id is None or status is None:
+            missing = next(name for name in _REQUIRED if get(name) is None)
+            raise ValueError(f"{missing} is missing")
         if not isinstance(status, str):
             raise ValueError(f"status must be a string, got {status!r}")
+        reward, duration_ms = get("reward"), get("duration_ms")
+        source_row_index = get("source_row_index")
+        # A parser makes new objects for every value: a million results would hold a million
+        # copies of "success", and of each row number twice. The shared ones are kept.
+        if source_row_index == row_index and type(source_row_index) is type(row_index):
+            source_row_index = row_index
         return cls(
-            row_index=record["row_index"],
-            run_index=record["run_index"],
-            rollout_id=record["rollout_id"],
-            status=status,  # type: ignore[arg-type]  # checked by __post_init__
-            source_row_index=get("source_row_index"),
-            reward=None if reward is None else float(reward),
-            tokens=get("tokens"),
-            duration_ms=0.0 if duration_ms is None else float(duration_ms),
-            error_type=get("error_type"),
+            row_index,
+            run_index,
+            rollout_id,
+            _STATUS_TEXT.get(status, status),  # type: ignore[arg-type]  # checked by __post_init__
+            source_row_index,
+            None if reward is None else _as_float("reward", reward),
+            get("tokens"),
+            0.0 if duration_ms is None else _as_float("duration_ms", duration_ms),
+            get("error_type"),
         )
+
+
+_REQUIRED = ("row_index", "run_index", "rollout_id", "status")
+_STATUS_TEXT = {status: status for status in ITEM_STATUSES}
+
+
+def _check_index(name: str, value: object) -> None:
+    if (type(value) is not int and not is_int(value)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def _check_finite(name: str, value: object) -> None:
+    if type(value) is float:
+        if math.isfinite(value):
+            return
+    elif is_finite(value):  # an integer too big for a float is not finite
+        return
+    raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
+def _as_float(name: str, value: object) -> float:
+    """A record's number as a float; a string that `float()` would take is refused."""
+    if type(value) is float:
+        return value
+    if not is_finite(value) and not isinstance(value, float):
+        # Not a number, or an integer past a float's range (float() would overflow); a
+        # float that is infinite or NaN is left to `__post_init__` to refuse.
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
 
 
 __all__ = [

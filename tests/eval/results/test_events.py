@@ -133,6 +133,38 @@ def test_an_older_official_record_without_source_row_or_duration_still_reads(
     assert result.duration_ms == 0.0
 
 
+def test_records_that_the_fast_parser_refuses_or_reads_otherwise_read_as_before(
+    tmp_path: Path,
+) -> None:
+    """orjson refuses NaN and reads an integer past 64 bits as a float; the standard parser
+    reads both, and the journal's reading stays what it was."""
+    path = tmp_path / "events.jsonl"
+
+    def record(row: int, rest: str) -> str:
+        return (
+            f'{{"rollout_id":"r{row}","row_index":{row},"run_index":0,"status":"success",{rest}}}\n'
+        )
+
+    path.write_text(
+        record(0, f'"tokens":{2**70}')
+        + record(1, '"reward":NaN')
+        + record(2, f'"reward":{10**400}')
+        + record(3, '"reward":0.5,"duration_ms":12')
+    )
+    warnings: list[str] = []
+    results = Journal.load(path, on_warning=warnings.append)
+    assert results[(0, 0)].tokens == 2**70
+    assert isinstance(results[(0, 0)].tokens, int)
+    assert results[(3, 0)].duration_ms == 12.0
+    assert list(results) == [(0, 0), (3, 0)]
+    assert [warning.split(": ", 1)[1][:39] for warning in warnings] == [
+        "skipped a record that is not a result (",
+        "skipped a record that is not a result (",
+    ]
+    assert "reward must be a finite number, got nan" in warnings[0]
+    assert "reward must be a number, got 1000" in warnings[1]
+
+
 def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     whole = _line(item_result(0)) + _line(item_result(1))
