@@ -7,5 +7,5 @@ official tool's); `comparison` pairs two runs' items by (source row, attempt), w
 content checked, and counts them; `statistics` holds the paired interval and test;
 `text_report` says it all in lines; `baseline` is what a live run (`eval --baseline`) keeps
 of the run it is compared with, and its tally against it. Nothing here loads an HTTP stack,
-and only the statistics load numpy and scipy.
+and only the statistics load numpy.
 """

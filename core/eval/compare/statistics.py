@@ -17,11 +17,14 @@ at a cost that does not grow with the number of rows. Otherwise rows are drawn i
 
 For a binary outcome with one attempt per row, McNemar's exact test gives the chance of a
 split of regressed against improved items at least this uneven if B were no better than A:
-the exact binomial test on the discordant pairs (scipy's `binomtest`).
+the exact binomial test on the discordant pairs, computed here (`mcnemar_exact_p`): scipy's
+`binomtest` gives the same to twelve digits (a test checks it), but importing `scipy.stats`
+took a tenth of a compare of two runs of 100,000 items.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,14 +107,89 @@ def _resampled_means(differences: npt.NDArray[np.float64]) -> npt.NDArray[np.flo
 
 def mcnemar_exact_p(regressed: int, improved: int) -> float:
     """McNemar's exact two-sided p-value for `regressed` items that passed only in A and
-    `improved` items that passed only in B (1.0 when there are none)."""
+    `improved` items that passed only in B (1.0 when there are none).
+
+    Under "B is no better than A" each discordant item is a fair coin, so the p-value is the
+    chance of a split at least this uneven either way: twice the binomial tail at the
+    smaller count, at most 1 (the fair coin's distribution is symmetric).
+    """
     if regressed < 0 or improved < 0:
         raise ValueError(f"counts must not be negative: {regressed}, {improved}")
-    if regressed + improved == 0:
+    discordant = regressed + improved
+    fewer = min(regressed, improved)
+    if 2 * fewer == discordant:
         return 1.0
-    from scipy.stats import binomtest
+    return min(1.0, 2.0 * _fair_coin_tail(fewer, discordant))
 
-    return float(binomtest(improved, regressed + improved, 0.5).pvalue)
+
+def _fair_coin_tail(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2), k < n/2, to about 1e-13 relative.
+
+    Summed from its largest term, P(X = k), down: each term is the one above times
+    i / (n - i + 1), and the sum stops when a term no longer changes it. The tail of a million
+    items takes a few thousand terms (they fall off past a few standard deviations).
+    """
+    term = _fair_coin_pmf(k, n)
+    total = 0.0
+    for i in range(k, -1, -1):
+        updated = total + term
+        if updated == total:
+            break
+        total = updated
+        term *= i / (n - i + 1)
+    return total
+
+
+def _fair_coin_pmf(k: int, n: int) -> float:
+    """P(X = k) for X ~ Binomial(n, 1/2), 0 <= k <= n, to full double precision.
+
+    Catherine Loader's saddle-point form ("Fast and accurate computation of binomial
+    probabilities", 2000): written with the Stirling remainders and a deviance term instead
+    of log-factorials, whose difference would lose nine digits at n = 200,000.
+    """
+    if k in (0, n):
+        return math.ldexp(1.0, -n)
+    half = n / 2
+    exponent = (
+        _stirling_remainder(n)
+        - _stirling_remainder(k)
+        - _stirling_remainder(n - k)
+        - _deviance(k, half)
+        - _deviance(n - k, half)
+    )
+    return math.exp(exponent) * math.sqrt(n / (2 * math.pi * k * (n - k)))
+
+
+# 1/12, 1/360, 1/1260, 1/1680, 1/1188: the Stirling series' first coefficients.
+_STIRLING_SERIES = (1 / 12, 1 / 360, 1 / 1260, 1 / 1680, 1 / 1188)
+
+
+def _stirling_remainder(n: int) -> float:
+    """ln(n!) - ln(sqrt(2 pi n) (n / e)^n), n >= 1."""
+    if n <= 15:  # small enough that the log-factorials lose nothing
+        return math.lgamma(n + 1) - (n + 0.5) * math.log(n) + n - 0.5 * math.log(2 * math.pi)
+    square = float(n) * n
+    c0, c1, c2, c3, c4 = _STIRLING_SERIES
+    if n > 500:
+        return (c0 - c1 / square) / n
+    return (c0 - (c1 - (c2 - (c3 - c4 / square) / square) / square) / square) / n
+
+
+def _deviance(x: float, mean: float) -> float:
+    """x ln(x / mean) + mean - x, without the cancellation when x is near `mean`."""
+    if abs(x - mean) < 0.1 * (x + mean):
+        ratio = (x - mean) / (x + mean)
+        total = (x - mean) * ratio
+        power = 2 * x * ratio
+        odd = 1
+        while True:
+            power *= ratio * ratio
+            odd += 2
+            updated = total + power / odd
+            if updated == total:
+                return total
+            total = updated
+    return x * math.log(x / mean) + mean - x
 
 
 __all__ = [

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.eval.compare.statistics import mcnemar_exact_p, paired_difference
 
@@ -80,3 +83,35 @@ def test_mcnemar_exact_p_as_computed_by_hand(
     regressed: int, improved: int, expected: float
 ) -> None:
     assert math.isclose(mcnemar_exact_p(regressed, improved), expected)
+
+
+def _exact_two_sided(regressed: int, improved: int) -> Fraction:
+    """The exact p-value, summed in integers: 2 x P(X <= fewer) for X ~ Binomial(n, 1/2)."""
+    discordant, fewer = regressed + improved, min(regressed, improved)
+    if 2 * fewer == discordant:
+        return Fraction(1)
+    tail = term = 1  # C(n, 0), then each C(n, i) from the one before
+    for i in range(fewer):
+        term = term * (discordant - i) // (i + 1)
+        tail += term
+    return min(Fraction(1), Fraction(2 * tail, 2**discordant))
+
+
+@given(st.integers(0, 3_000), st.integers(0, 3_000))
+@settings(max_examples=300, deadline=None)
+def test_mcnemar_exact_p_matches_the_exact_tail_summed_in_integers(
+    regressed: int, improved: int
+) -> None:
+    exact = _exact_two_sided(regressed, improved)
+    if exact < Fraction(1, 10**300):
+        return  # past a double's range: 0.0 and the smallest doubles are all it can say
+    assert math.isclose(mcnemar_exact_p(regressed, improved), float(exact), rel_tol=1e-11)
+
+
+@pytest.mark.parametrize(
+    ("regressed", "improved"),
+    [(19_800, 20_200), (10_000, 10_001), (4_000, 6_000), (1, 30_000), (0, 1_000)],
+)
+def test_mcnemar_exact_p_for_many_discordant_items(regressed: int, improved: int) -> None:
+    exact = _exact_two_sided(regressed, improved)
+    assert math.isclose(mcnemar_exact_p(regressed, improved), float(exact), rel_tol=1e-11)
