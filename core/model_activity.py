@@ -7,7 +7,6 @@ part needs nothing of the eval. No Textual here.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -59,8 +58,10 @@ class ModelCallReport(Protocol):
 class ModelActivity:
     """A rollout's model calls, as the gateway reported them while they happened."""
 
-    recent: deque[ModelCallReport] = field(default_factory=lambda: deque(maxlen=MODEL_CALLS_KEPT))
-    """The latest calls that ended, oldest first (at most `MODEL_CALLS_KEPT`)."""
+    recent: list[ModelCallReport] = field(default_factory=list)
+    """The latest calls that ended, oldest first (at most `MODEL_CALLS_KEPT`; added by
+    `keep`). A list, not a bounded deque: a deque takes 624 bytes before its first call, and
+    a long run keeps one activity per finished rollout."""
     in_flight: dict[int, ModelCallReport] = field(default_factory=dict)
     """The calls waiting for the model now, by call id, oldest first."""
     calls: int = 0
@@ -94,7 +95,7 @@ class ModelActivity:
     def ended(self, call: ModelCallReport) -> None:
         """`call` ended (answered, failed or abandoned)."""
         self.in_flight.pop(call.call_id, None)
-        self.recent.append(call)
+        self.keep(call)
         self.last_ended_at = call.ended_monotonic
         if call.status != 200:
             self.failed += 1
@@ -102,6 +103,12 @@ class ModelActivity:
             self.tokens = (self.tokens or 0) + call.total_tokens
         if call.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
+
+    def keep(self, call: ModelCallReport) -> None:
+        """Add the ended `call` to `recent`, letting the oldest go past `MODEL_CALLS_KEPT`."""
+        self.recent.append(call)
+        if len(self.recent) > MODEL_CALLS_KEPT:
+            del self.recent[0]
 
     def latest(self) -> ModelCallReport | None:
         """The call started last: the newest in flight, else the latest that ended."""

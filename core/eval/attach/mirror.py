@@ -263,7 +263,7 @@ class BoardMirror:
             if report.ended_monotonic is None:
                 activity.in_flight[report.call_id] = report
             else:
-                activity.recent.append(report)
+                activity.keep(report)
         return activity
 
 
