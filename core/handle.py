@@ -26,6 +26,7 @@ from core.types import (
     OBSERVED_STATUS_HEADER,
     PHASE_ORDER,
     POLLING_LEASE_HEADER,
+    RECEIVED,
     TERMINAL_STATUSES,
     RolloutInitResponse,
     RolloutResultResponse,
@@ -342,7 +343,7 @@ class RolloutHandle:
 
     def _parse(self, response: Exchange) -> RolloutResultResponse:
         try:
-            result = RolloutResultResponse.model_validate_json(response.content)
+            result = RolloutResultResponse.model_validate_json(response.content, context=RECEIVED)
         except ValueError as exc:
             raise RolloutProtocolError(
                 f"GET /rollout/{self.rollout_id}/result returned an invalid response",

@@ -13,7 +13,14 @@ import re
 from pathlib import PurePath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 POLLING_LEASE_HEADER = "X-Osmosis-Rollout-Lease"
 # Our extension: the status the poller last saw. A server that knows it answers at once when
@@ -148,6 +155,10 @@ def ensure_finite_timeout(value: float | None) -> float | None:
     return value
 
 
+RECEIVED: dict[str, bool] = {"received": True}
+"""The validation context of a result as a client parses it off the wire (`RolloutSample`)."""
+
+
 class RolloutSample(BaseModel):
     """One rollout's conversation and reward. `trajectory_messages` never goes on the wire."""
 
@@ -162,8 +173,13 @@ class RolloutSample(BaseModel):
     extra_fields: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _snapshot_trajectory(self) -> RolloutSample:
+    def _snapshot_trajectory(self, info: ValidationInfo) -> RolloutSample:
         # Unset means "persist a copy of messages"; an explicit None turns persistence off.
+        # A sample a client received is persisted by nobody (the copy is never sent): it is
+        # left without one, as PROTOCOL.md allows, rather than doubling every finished
+        # rollout's conversation in memory (`RECEIVED`).
+        if info.context == RECEIVED:
+            return self
         if "trajectory_messages" not in self.model_fields_set:
             # Written around validate_assignment (which would re-run this validator) and marked
             # as set so that later assignments, e.g. set_reward(), keep the first snapshot.
@@ -263,6 +279,7 @@ __all__ = [
     "PREVIEW_FILE",
     "PREVIEW_ID",
     "PREVIEW_ROOT_ENV",
+    "RECEIVED",
     "SECRET_NAMES_ENV",
     "TERMINAL_STATUSES",
     "CancelDisposition",

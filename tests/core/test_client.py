@@ -340,6 +340,9 @@ async def test_run_rollout_returns_the_graded_result(serve: Serve) -> None:
     assert result.sample is not None
     assert result.sample.reward == 1.0
     assert result.sample.messages[-1] == {"role": "assistant", "content": "42"}
+    # The persistence-only copy is never sent, and a received sample is not given one: a
+    # long run keeps every finished rollout's conversation once, not twice.
+    assert result.sample.trajectory_messages is None
     assert srv.recorder.count("POST", "/rollout") == 1
     assert srv.recorder.count("GET", suffix="/result") >= 1
 

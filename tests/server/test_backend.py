@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from core.types import RolloutErrorCategory, RolloutSample, RolloutStatus
+from core.types import RECEIVED, RolloutErrorCategory, RolloutSample, RolloutStatus
 from server_stub import (
     AgentWorkflow,
     AgentWorkflowConfig,
@@ -379,6 +379,8 @@ def test_sample_trajectory_copy_rules() -> None:
     sample.reward = 1.0
     assert sample.trajectory_messages == [{"role": "user", "content": "hi"}]
     assert RolloutSample(messages=[], trajectory_messages=None).trajectory_messages is None
+    received = RolloutSample.model_validate({"messages": [{"role": "user"}]}, context=RECEIVED)
+    assert received.trajectory_messages is None  # a client's: nothing to persist
     with pytest.raises(ValueError):
         sample.reward = float("inf")
 
