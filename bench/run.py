@@ -174,7 +174,7 @@ def main() -> None:
             "load_before": os.getloadavg(),
         },
     }
-    from bench import compare_runs, dashboard, dashboard_pty, eval_e2e, gateway, scale
+    from bench import compare_runs, dashboard, dashboard_pty, eval_e2e, gateway, memory, scale
 
     with started([py, "bench/servers.py", "chat"]) as (_chat_pid, chat_port):
         chat = f"http://127.0.0.1:{chat_port}/v1"
@@ -196,6 +196,8 @@ def main() -> None:
     report["scale"] = scale.measure(
         py, total=600 if quick else 6000, in_flight=300 if quick else 2000
     )
+    print("memory per finished item ...", flush=True)
+    report["memory"] = memory.measure(py, 3_000 if quick else memory.ITEMS)
     report["startup"] = cli_startup()
     print("compare: two runs of 100,000 work items ...", flush=True)
     report["compare"] = compare_runs.measure(
@@ -339,7 +341,7 @@ def other_figures(report: dict[str, Any]) -> list[Figure]:
 
 
 def format_report(report: dict[str, Any]) -> str:
-    from bench import compare_runs, dashboard_pty, eval_e2e, gateway, scale
+    from bench import compare_runs, dashboard_pty, eval_e2e, gateway, memory, scale
 
     figures = [
         *gateway.figures(report["gateway"]),
@@ -347,6 +349,8 @@ def format_report(report: dict[str, Any]) -> str:
         *dashboard_pty.figures(report["dashboard_pty"]),
         *protocol_figures(report),
         *scale.figures(report["scale"]),
+        # A results file of a run before the memory benchmark has none.
+        *(memory.figures(report["memory"]) if "memory" in report else ()),
         *other_figures(report),
         # A results file of a run before the compare benchmark has none.
         *compare_runs.figures(report.get("compare", [])),

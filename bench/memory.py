@@ -1,0 +1,185 @@
+"""Memory per finished work item: what a long headless eval keeps of each rollout it is done with.
+
+Processes: the stub model (answering at once), two of our rollout servers running the benchmark
+rollout (`bench/workflow.py`), and the eval, an `EvalSession` in a process of its own (what
+`osmosis-tui eval --server ... --headless` runs), `IN_FLIGHT` rollouts at once.
+
+The eval's resident memory is read when the first `WARM_SHARE` of the items have finished (the
+in-flight set, the gateway's and the servers' connections, every cache warm: what the run holds
+"at the start" of its steady state) and again when the last has; their difference over the
+items finished in between is the memory each finished item keeps. Issue 29's target: at most
+1 KB. With `--trace`, tracemalloc follows the run (slower) and the allocation sites of what is
+still alive at the end, grown since the first mark, are printed: what holds it.
+
+`python -m bench.memory` runs it alone (`--items` to change its size); `make bench` includes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench.procs import ROOT, started
+from bench.table import Figure
+
+ITEMS = 30_000
+IN_FLIGHT = 128
+SERVERS = 2
+WARM_SHARE = 0.1
+TARGET_KB = 1.0
+
+
+def _rss_kb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 1024
+
+
+async def run_eval(servers: list[str], chat_url: str, items: int, folder: Path) -> dict[str, Any]:
+    """The eval process: `items` work items over `servers`, with the two memory marks."""
+    from core.eval import EvalRequest, EvalSession, prepare
+    from core.eval.gc_tuning import settled_for_a_run
+
+    dataset = folder / "rows.jsonl"
+    with dataset.open("w") as out:
+        for row in range(items):
+            a, b = 2 + row % 97, 2 + row % 89
+            out.write(
+                json.dumps({"user_prompt": f"What is {a} * {b}?", "ground_truth": str(a * b)})
+            )
+            out.write("\n")
+    plan = prepare(
+        EvalRequest(
+            dataset_file=dataset,
+            servers=tuple(servers),
+            chat_url=chat_url,
+            max_in_flight=IN_FLIGHT,
+            output=folder / "out",
+            name="memory",
+        )
+    )
+    session = EvalSession(plan)
+    marks: dict[str, float] = {}
+    warm_at = int(items * WARM_SHARE)
+    snapshot: list[tracemalloc.Snapshot] = []
+
+    async def watch() -> None:
+        while session.runner is None or session.runner.finished < warm_at:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        marks["warm_finished"] = session.runner.finished
+        marks["warm_kb"] = _rss_kb()
+        if tracemalloc.is_tracing():
+            snapshot.append(tracemalloc.take_snapshot())
+
+    watcher = asyncio.ensure_future(watch())
+    started_at = time.monotonic()
+    with settled_for_a_run():  # as `osmosis-tui eval` runs
+        summary = await session.run()
+        # Read before the session's objects can go: what the finished run still holds.
+        marks["end_kb"] = _rss_kb()
+        marks["end_finished"] = len(summary.results)
+        sites: list[str] = []
+        if snapshot:
+            grown = tracemalloc.take_snapshot().compare_to(snapshot[0], "lineno")
+            per_item = marks["end_finished"] - marks["warm_finished"]
+            sites = [
+                f"{stat.size_diff / per_item:7.0f} B/item  {stat.traceback[0]}"
+                for stat in grown[:25]
+            ]
+    watcher.cancel()
+    failed = sum(1 for result in summary.results.values() if result.status != "success")
+    per_item_kb = (marks["end_kb"] - marks["warm_kb"]) / (
+        marks["end_finished"] - marks["warm_finished"]
+    )
+    return {
+        "items": items,
+        "finished": marks["end_finished"],
+        "failures": failed + items - marks["end_finished"],
+        "wall_s": time.monotonic() - started_at,
+        "rss_warm_mb": marks["warm_kb"] / 1024,
+        "rss_end_mb": marks["end_kb"] / 1024,
+        "kb_per_finished_item": per_item_kb,
+        "sites": sites,
+    }
+
+
+def measure(py: str, items: int = ITEMS, *, trace: bool = False) -> dict[str, Any]:
+    with ExitStack() as stack:
+        _chat_pid, chat_port = stack.enter_context(started([py, "bench/servers.py", "chat"]))
+        servers = [
+            stack.enter_context(started([py, "bench/servers.py", "rollout", "--impl", "ours"]))
+            for _ in range(SERVERS)
+        ]
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-memory-")))
+        out = subprocess.run(
+            [
+                py,
+                *(("-X", "tracemalloc=1") if trace else ()),
+                *("-m", "bench.memory", "--eval"),
+                *("--servers", ",".join(f"http://127.0.0.1:{port}" for _, port in servers)),
+                *("--chat-url", f"http://127.0.0.1:{chat_port}/v1"),
+                *("--items", str(items), "--folder", str(tmp)),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def figures(result: dict[str, Any]) -> list[Figure]:
+    where = f"memory: a headless eval of {result['items']:,} items, {IN_FLIGHT} in flight"
+    return [
+        Figure(
+            f"{where}: failures",
+            str(result["failures"]),
+            "",
+            "0",
+            result["failures"] == 0,
+        ),
+        Figure(
+            f"{where}: eval memory per finished item",
+            f"{result['kb_per_finished_item']:.2f} KB "
+            f"(RSS {result['rss_warm_mb']:.0f} MB at {WARM_SHARE:.0%} -> "
+            f"{result['rss_end_mb']:.0f} MB)",
+            "",
+            f"<= {TARGET_KB:.0f} KB",
+            result["kb_per_finished_item"] <= TARGET_KB,
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--eval", action="store_true", help="run the eval process")
+    parser.add_argument("--servers")
+    parser.add_argument("--chat-url")
+    parser.add_argument("--folder", type=Path)
+    parser.add_argument("--items", type=int, default=ITEMS, help="work items of the run")
+    parser.add_argument("--trace", action="store_true", help="name what holds the memory")
+    args = parser.parse_args()
+    if args.eval:
+        result = asyncio.run(
+            run_eval(args.servers.split(","), args.chat_url, args.items, args.folder)
+        )
+        print(json.dumps(result))
+        return
+    from bench.table import format_table
+
+    result = measure(sys.executable, args.items, trace=args.trace)
+    print("\n".join(result.pop("sites")))
+    print(json.dumps(result))
+    print(format_table(figures(result)))
+
+
+if __name__ == "__main__":
+    main()
