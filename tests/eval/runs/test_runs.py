@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from core.eval.attach.run_list import describe_run
 from core.eval.results.events import journal_line
 from tests.eval.results.helpers import item_result, official_inputs
 from tests.eval.runs.command import (
@@ -380,3 +381,41 @@ def test_a_replayed_folder_whose_manifest_is_dev_zero_is_replayed_with_a_warning
     assert f"{folder / 'metrics.json'}: not read (a FIFO, not a regular file: not read)" in (
         warnings
     )
+
+
+def test_a_finished_run_is_counted_from_its_metrics_while_its_journal_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """A root of many big runs lists in the time of reading their metrics.json: a finished
+    run's summary is what the journal would count, once the journal has not changed since."""
+    folder = official_run(tmp_path, "listed")
+    journal, metrics = folder / "events.jsonl", folder / "metrics.json"
+    document = json.loads(metrics.read_text())
+    # A summary that says other numbers than the journal's, to tell which was read.
+    document["summary"].update(total_samples=8, completed_samples=8, passed=2)
+    metrics.write_text(json.dumps(document))
+
+    def stamp(older: Path, newer: Path) -> None:
+        os.utime(older, ns=(1_700_000_000_000_000_000,) * 2)
+        os.utime(newer, ns=(1_700_000_001_000_000_000,) * 2)
+
+    stamp(journal, metrics)
+    summarized = describe_run(folder)
+    assert (summarized.done, summarized.pass_rate, summarized.problem) == (8, 0.25, None)
+
+    stamp(metrics, journal)  # a record appended after metrics.json was written
+    counted = describe_run(folder)
+    assert (counted.done, counted.pass_rate, counted.problem) == (5, 0.6, None)
+
+    with journal.open("ab") as torn:
+        torn.write(b'{"row_index": 9')
+    stamp(journal, metrics)  # newer metrics, but a journal that does not end with a record
+    repaired = describe_run(folder)
+    assert (repaired.done, repaired.pass_rate) == (5, 0.6)
+    assert repaired.problem is not None and "dropped a torn last line" in repaired.problem
+
+    journal.unlink()
+    journal.symlink_to(folder / "manifest.json")
+    stamp(metrics, metrics)
+    linked = describe_run(folder)
+    assert linked.problem is not None and "a symbolic link: not followed" in linked.problem
