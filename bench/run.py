@@ -174,7 +174,16 @@ def main() -> None:
             "load_before": os.getloadavg(),
         },
     }
-    from bench import compare_runs, dashboard, dashboard_pty, eval_e2e, gateway, memory, scale
+    from bench import (
+        compare_runs,
+        dashboard,
+        dashboard_pty,
+        eval_e2e,
+        gateway,
+        memory,
+        runs_list,
+        scale,
+    )
 
     with started([py, "bench/servers.py", "chat"]) as (_chat_pid, chat_port):
         chat = f"http://127.0.0.1:{chat_port}/v1"
@@ -202,6 +211,10 @@ def main() -> None:
     print("compare: two runs of 100,000 work items ...", flush=True)
     report["compare"] = compare_runs.measure(
         items=10_000 if quick else compare_runs.ITEMS, repeats=1 if quick else 5
+    )
+    print("runs: a root of 200 finished runs ...", flush=True)
+    report["runs_list"] = runs_list.measure(
+        runs=20 if quick else runs_list.RUNS, repeats=1 if quick else 5
     )
     print("dashboard: 10,000 rollouts, 500 changes/s ...", flush=True)
     report["dashboard"] = dashboard.dashboard_benchmark()
@@ -341,7 +354,7 @@ def other_figures(report: dict[str, Any]) -> list[Figure]:
 
 
 def format_report(report: dict[str, Any]) -> str:
-    from bench import compare_runs, dashboard_pty, eval_e2e, gateway, memory, scale
+    from bench import compare_runs, dashboard_pty, eval_e2e, gateway, memory, runs_list, scale
 
     figures = [
         *gateway.figures(report["gateway"]),
@@ -354,6 +367,7 @@ def format_report(report: dict[str, Any]) -> str:
         *other_figures(report),
         # A results file of a run before the compare benchmark has none.
         *compare_runs.figures(report.get("compare", [])),
+        *(runs_list.figures(report["runs_list"]) if "runs_list" in report else ()),
     ]
     machine = report["machine"]
     head = (
