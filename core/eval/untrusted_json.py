@@ -56,14 +56,16 @@ def load_json(text: str | bytes) -> Any:
 
 
 def load_record(line: bytes) -> Any:
-    """One line of a results file (a journal record, a transition, a model call), parsed by
-    orjson: five times `json.loads`'s speed, which a run of a million items reads a million
-    times over.
+    """One line osmosis-tui wrote (a journal record, a transition, a model call, a message of
+    the attach protocol), parsed by orjson: five times `json.loads`'s speed, which a run of a
+    million items reads millions of times over.
 
-    orjson refuses some text that `json.loads` takes (NaN, lone surrogates, numbers past a
-    double) and `load_json` reads that; it also reads an integer past 64 bits as a float, so a
-    reader whose checks refuse a record parses it again with `load_json` before refusing it
-    (as the journal's does), and no record reads differently from before.
+    Where orjson refuses text that `json.loads` takes (NaN, lone surrogates, a number past a
+    double) `load_json` reads it. One reading differs: orjson reads an integer past 64 bits
+    as a float. No writer of these files makes one, and a reader that checks its fields then
+    finds no integer there; the journal, the one authority for resume, parses a record it
+    would refuse again with `load_json` (`core.eval.results.events`), so that none of its
+    records reads differently.
     """
     try:
         return orjson.loads(line)

@@ -109,7 +109,7 @@ from typing import Any, TypeVar
 from core.eval.attach.unix_socket import ControlError
 from core.eval.cost.spend import BUDGET_STATES, Spend
 from core.eval.dispatch_gate import DispatchState
-from core.eval.untrusted_json import bool_of, float_of, int_of, load_json, text_of
+from core.eval.untrusted_json import bool_of, float_of, int_of, load_record, text_of
 from core.model_activity import ModelActivity
 from core.rollout_record import RequestOptions, RolloutRecord
 
@@ -165,7 +165,7 @@ def encode(message: dict[str, Any]) -> bytes:
 def decode(line: bytes) -> dict[str, Any]:
     """The message on one line; `ProtocolViolation` when it is none."""
     try:
-        message = load_json(line)
+        message = load_record(line)
     except ValueError as exc:
         raise ProtocolViolation(f"not a JSON line: {exc}") from None
     if not isinstance(message, dict):

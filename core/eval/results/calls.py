@@ -27,7 +27,7 @@ from core.eval.results.durable import (
     write_all,
 )
 from core.eval.results.records import iso_utc
-from core.eval.untrusted_json import epoch_seconds, int_of, is_number, load_json, text_of
+from core.eval.untrusted_json import epoch_seconds, int_of, is_number, load_record, text_of
 from core.regular_file import MAX_LINE_BYTES, read_lines
 
 logger = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ def read_calls(path: Path, on_warning: WarningSink) -> Iterator[ModelCall]:
         if not raw.strip():
             continue
         try:
-            call = ModelCall.from_record(load_json(raw))
+            call = ModelCall.from_record(load_record(raw))
         except (ValueError, TypeError) as exc:
             on_warning(f"{path}:{number}: skipped a line that is not a model call ({exc})")
             continue

@@ -84,7 +84,7 @@ from core.eval.results.durable import (
     write_all,
 )
 from core.eval.results.records import iso_utc
-from core.eval.untrusted_json import is_finite, load_json
+from core.eval.untrusted_json import is_finite, load_record
 from core.regular_file import MAX_LINE_BYTES, read_lines
 
 logger = logging.getLogger(__name__)
@@ -413,7 +413,7 @@ def read_transitions(
             if not raw.strip():
                 continue
             try:
-                record = load_json(raw)
+                record = load_record(raw)
             except ValueError as exc:
                 warn(f"{path}:{number}: skipped an invalid line ({exc})")
                 continue
