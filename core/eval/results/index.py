@@ -7,7 +7,8 @@ error_type, resumed`, serialised with JSON's default separators (`", "`, `": "`)
 
 - `trajectory_filename`: `"trajectory.json"` when the attempt's trajectory is valid
   (`core.eval.results.trials`), checked when the run starts and ends and, while it runs, at
-  every refresh until it is found;
+  every refresh until it is found, for `TRAJECTORY_WAIT_SEC` after the item's result
+  (`core.eval.results.snapshots`);
 - `tokens`: the result's, else the trajectory's token totals;
 - `resumed`: `true` for a result carried over from an earlier invocation of the run and not
   replaced in this one; absent otherwise.

@@ -9,7 +9,8 @@ the official tool:
   tool, or a trajectory may have landed after a crash), `metrics.json` saying `running`;
 - as items finish: the item's projection at once; the other files at most every
   `REFRESH_INTERVAL_SEC` (the official tool rewrites them after every item, which costs a
-  run of thousands of items more than the items themselves);
+  run of thousands of items more than the items themselves), and never more than one
+  refresh waiting for the writer (a big run's refresh can take longer than the interval);
 - at the end, whole, with the run's final state.
 
 What items finishing cause is written by a thread of its own, in order: every file is a
@@ -43,20 +44,33 @@ logger = logging.getLogger(__name__)
 REFRESH_INTERVAL_SEC = 2.0
 
 
+#: How long after an item's result a refresh still looks for its trajectory (a server that
+#: writes it after publishing the result, a slow shared disk). Past that only the run's start
+#: and end look again: a run whose servers write no trajectory here (they run elsewhere)
+#: would otherwise stat and render every item again at every refresh, which at 100,000 items
+#: took more than the refresh interval.
+TRAJECTORY_WAIT_SEC = 30.0
+
+
 @dataclass(frozen=True)
 class _IndexEntry:
-    """An item's index row as a refresh made it, from `result` (kept to tell when it changed)."""
+    """An item's index row as a refresh made it, from `result` (kept to tell when it changed);
+    `since`: when the first entry of this result was made (the snapshots' clock)."""
 
     result: ItemResult
     resumed: bool
     row: dict[str, Any]
     line: bytes
+    since: float
 
-    def still(self, result: ItemResult, resumed: bool) -> bool:
+    def still(self, result: ItemResult, resumed: bool, now: float) -> bool:
         """The row of `result` as it is now, without looking at its trajectory again: the
-        same result (the loop makes a new one for each finish), and a trajectory found."""
+        same result (the loop makes a new one for each finish), and a trajectory found or no
+        longer waited for."""
         return (
-            self.result is result and self.resumed == resumed and "trajectory_filename" in self.row
+            self.result is result
+            and self.resumed == resumed
+            and ("trajectory_filename" in self.row or now - self.since >= TRAJECTORY_WAIT_SEC)
         )
 
 
@@ -90,6 +104,7 @@ class Snapshots:
         # that changed, not every row of a run of thousands every few seconds. Used by one
         # writer at a time (the loop's writes wait for the thread's).
         self._index: dict[ItemKey, _IndexEntry] = {}
+        self._refresh_queued = False
 
     def index_rows(
         self, results: Mapping[ItemKey, ItemResult], resumed: Collection[ItemKey]
@@ -164,13 +179,15 @@ class Snapshots:
         """The index entries of `results`, in the index's order (`ItemKey` is `(row_index,
         run_index)`); an earlier entry is kept while it is `still` right, unless `recheck`."""
         previous, entries = self._index, {}
+        now = self._clock()
         for key in sorted(results):
             result, was_resumed = results[key], key in resumed
             entry = previous.get(key)
-            if recheck or entry is None or not entry.still(result, was_resumed):
+            if recheck or entry is None or not entry.still(result, was_resumed, now):
                 trajectory = self.trials.trajectory(result.rollout_id)
                 row = index_row(result, trajectory=trajectory, resumed=was_resumed)
-                entry = _IndexEntry(result, was_resumed, row, index_line(row))
+                since = now if entry is None or entry.result is not result else entry.since
+                entry = _IndexEntry(result, was_resumed, row, index_line(row), since)
             entries[key] = entry
         self._index = entries
         return list(entries.values())
@@ -189,8 +206,12 @@ class Snapshots:
         """
         now = self._clock()
         refresh = None
-        if self._written_at is None or now - self._written_at >= REFRESH_INTERVAL_SEC:
+        due = self._written_at is None or now - self._written_at >= REFRESH_INTERVAL_SEC
+        # One refresh waits at most: each holds a copy of every result, and a refresh of a big
+        # run that takes longer than the interval would otherwise queue copies without end.
+        if due and not self._refresh_queued:
             self._written_at = now
+            self._refresh_queued = True
             refresh = (dict(results), frozenset(resumed))  # the loop goes on changing them
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshots")
@@ -201,6 +222,8 @@ class Snapshots:
         result: ItemResult,
         refresh: tuple[dict[ItemKey, ItemResult], frozenset[ItemKey]] | None,
     ) -> None:
+        if refresh is not None:
+            self._refresh_queued = False  # from here on, a newer one may be queued
         try:
             self._project(result)
             if refresh is not None:
@@ -232,4 +255,4 @@ class Snapshots:
         )
 
 
-__all__ = ["REFRESH_INTERVAL_SEC", "Snapshots"]
+__all__ = ["REFRESH_INTERVAL_SEC", "TRAJECTORY_WAIT_SEC", "Snapshots"]

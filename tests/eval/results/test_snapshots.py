@@ -4,12 +4,17 @@ projections, at the start, as items finish, and at the end."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from core.eval.results.folder import RunFolder
 from core.eval.results.metrics import RunIdentity
 from core.eval.results.records import ItemKey, ItemResult
-from core.eval.results.snapshots import REFRESH_INTERVAL_SEC, Snapshots
+from core.eval.results.snapshots import REFRESH_INTERVAL_SEC, TRAJECTORY_WAIT_SEC, Snapshots
 from tests.eval.results.helpers import atif, file_mode, item_result, official_inputs
 from tests.eval.runs.files import read_jsonl
 
@@ -180,3 +185,66 @@ def test_a_refresh_renders_again_what_changed_and_the_end_looks_at_every_traject
         ("late-again", None),
     ]
     assert folder.summary_path.read_bytes() == folder.index_path.read_bytes()
+
+
+def test_a_trajectory_is_waited_for_a_while_then_only_the_end_looks_again(
+    tmp_path: Path,
+) -> None:
+    """A run whose servers write no trajectory here would otherwise stat and render every
+    item again at every refresh; past `TRAJECTORY_WAIT_SEC` only the end looks again."""
+    clock = Clock()
+    folder, snapshots = _snapshots(tmp_path, clock)
+    results: dict[ItemKey, ItemResult] = {}
+    snapshots.write(results, set())
+    rows = _refresh(clock, snapshots, item_result(0, 0, rollout_id="slow"), results)
+    assert rows[0].get("trajectory_filename") is None
+    clock.now += TRAJECTORY_WAIT_SEC
+    path = folder.trials_dir / "slow" / "trajectory.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(atif("slow")))
+    rows = _refresh(clock, snapshots, item_result(1, 0, rollout_id="other"), results)
+    assert [row.get("trajectory_filename") for row in rows] == [None, None]
+    snapshots.write(results, set(), state="finished")
+    ended = read_jsonl(folder.index_path)
+    assert [row.get("trajectory_filename") for row in ended] == ["trajectory.json", None]
+
+
+def test_a_refresh_waits_for_the_one_before_it_rather_than_queueing_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each refresh holds a copy of every result: while one is being written and another
+    waits, items that finish queue their projections only."""
+    clock = Clock()
+    _folder, snapshots = _snapshots(tmp_path, clock)
+    results: dict[ItemKey, ItemResult] = {}
+    snapshots.write(results, set())
+    copies: list[int] = []
+    written = snapshots._write
+
+    def counted(held: Mapping[ItemKey, ItemResult], *args: Any, **kwargs: Any) -> Any:
+        copies.append(len(held))
+        return written(held, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots, "_write", counted)
+    gate = threading.Event()
+    project = snapshots._project
+
+    def held(result: ItemResult) -> None:
+        gate.wait(5)
+        project(result)
+
+    monkeypatch.setattr(snapshots, "_project", held)
+    for row in range(3):  # the writer is held on the first: the next waits, the third is not queued
+        result = item_result(row, 0, rollout_id=f"r{row}")
+        results[result.key] = result
+        clock.now += REFRESH_INTERVAL_SEC
+        snapshots.item_finished(result, results, set())
+    gate.set()
+    snapshots.flush()
+    assert copies == [1, 2]
+    result = item_result(0, 1, rollout_id="after")
+    results[result.key] = result
+    clock.now += REFRESH_INTERVAL_SEC
+    snapshots.item_finished(result, results, set())
+    snapshots.flush()
+    assert copies == [1, 2, 4]
