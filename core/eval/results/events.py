@@ -34,7 +34,7 @@ from core.eval.results.durable import (
 )
 from core.eval.results.records import ItemKey, ItemResult
 from core.eval.untrusted_json import load_json, load_record
-from core.regular_file import MAX_LINE_BYTES, Line, read_lines
+from core.regular_file import MAX_LINE_BYTES, Line, open_regular, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,48 @@ def _scan_journal(
         last, what, why = unreadable
         warnings.append(f"{path}:{last.number}: dropped {what} at the end ({why})")
         scan.good_size = last.start
+
+
+def _whole_records_size(path: Path, max_line: int = MAX_LINE_BYTES) -> tuple[int, int]:
+    """Where the next record must start in the journal at `path`, and its size: the
+    `good_size` and `size` a whole scan (`_scan_journal`) finds, from the file's tail alone.
+
+    Only the end decides it: bytes after the last newline are a torn write (cut), else a last
+    line that is no JSON or longer than `max_line` is cut, and nothing else is. A resume of a
+    run of a million items reads its journal once (`load_for_plan`), not twice.
+    """
+    descriptor = open_regular(path)
+    try:
+        size = os.fstat(descriptor).st_size
+        last = _newline_before(descriptor, size)
+        if last < 0 or last < size - 1:
+            return last + 1, size  # nothing whole, or a torn write after the last record
+        start = _newline_before(descriptor, last) + 1
+        if last - start > max_line:
+            return start, size
+        data = os.pread(descriptor, last - start, start)
+        if data.strip():
+            try:
+                load_record(data)
+            except ValueError:
+                return start, size
+        return size, size
+    finally:
+        os.close(descriptor)
+
+
+def _newline_before(descriptor: int, end: int) -> int:
+    """The offset of the last newline before `end` in the file, or -1."""
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        found = os.pread(descriptor, end - start, start).rfind(b"\n")
+        if found >= 0:
+            return start + found
+        end = start
+    return -1
+
+
+_TAIL_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -228,14 +270,12 @@ class Journal(AppendFile):
         created = not path.exists()
         fd = open_append(path)
         try:
-            scan = _Scan()
-            for _ in _scan_journal(path, read_lines(path), scan):
-                pass
-            if scan.good_size < scan.size:
-                os.ftruncate(fd, scan.good_size)
+            good_size, size = _whole_records_size(path)
+            if good_size < size:
+                os.ftruncate(fd, good_size)
                 os.fsync(fd)
                 (on_warning or _log_warning)(
-                    f"{path}: repaired: cut {scan.size - scan.good_size} bytes of a torn last "
+                    f"{path}: repaired: cut {size - good_size} bytes of a torn last "
                     "line before appending"
                 )
         except BaseException:

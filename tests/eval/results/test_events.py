@@ -14,9 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from core.eval.results.events import Journal, journal_line
+from core.eval.results.events import (
+    Journal,
+    _Scan,
+    _scan_journal,
+    _whole_records_size,
+    journal_line,
+)
 from core.eval.results.records import ItemResult
+from core.regular_file import read_lines
 from tests.eval.results.helpers import file_mode, item_result
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -305,3 +314,32 @@ def test_journal_survives_sigkill_at_any_moment(tmp_path: Path) -> None:
 
     assert iterations >= 20
     assert len(acknowledged) > 20
+
+
+_PIECES = (
+    b'{"a": 1}\n',  # JSON of another shape: kept
+    b"garbage\n",  # no JSON: cut when last
+    b"\n",
+    b"  \n",
+    b"[" * 30 + b"\n",  # JSON cut short
+    b'{"long": "' + b"x" * 60 + b'"}\n',  # longer than the test's max_line: cut when last
+    b"x" * 100 + b"\n",
+)
+
+
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=6),
+    st.binary(max_size=12).filter(lambda fragment: b"\n" not in fragment),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_repair_point_from_the_tail_is_the_whole_scans(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[bytes], fragment: bytes
+) -> None:
+    """`Journal.open` finds where to cut from the journal's end alone: the same place as
+    reading every line."""
+    path = tmp_path_factory.mktemp("journal") / "events.jsonl"
+    path.write_bytes(_line(item_result(0)).encode() + b"".join(pieces) + fragment)
+    scan = _Scan()
+    for _ in _scan_journal(path, read_lines(path, max_line=40), scan):
+        pass
+    assert _whole_records_size(path, max_line=40) == (scan.good_size, scan.size)
