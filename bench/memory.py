@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.procs import ROOT, started
+from bench.scale import multiply_session
 from bench.table import Figure
 
 ITEMS = 30_000
@@ -45,28 +46,9 @@ def _rss_kb() -> float:
 
 async def run_eval(servers: list[str], chat_url: str, items: int, folder: Path) -> dict[str, Any]:
     """The eval process: `items` work items over `servers`, with the two memory marks."""
-    from core.eval import EvalRequest, EvalSession, prepare
     from core.eval.gc_tuning import settled_for_a_run
 
-    dataset = folder / "rows.jsonl"
-    with dataset.open("w") as out:
-        for row in range(items):
-            a, b = 2 + row % 97, 2 + row % 89
-            out.write(
-                json.dumps({"user_prompt": f"What is {a} * {b}?", "ground_truth": str(a * b)})
-            )
-            out.write("\n")
-    plan = prepare(
-        EvalRequest(
-            dataset_file=dataset,
-            servers=tuple(servers),
-            chat_url=chat_url,
-            max_in_flight=IN_FLIGHT,
-            output=folder / "out",
-            name="memory",
-        )
-    )
-    session = EvalSession(plan)
+    session = multiply_session(servers, chat_url, items, IN_FLIGHT, folder, name="memory")
     marks: dict[str, float] = {}
     warm_at = int(items * WARM_SHARE)
     snapshot: list[tracemalloc.Snapshot] = []

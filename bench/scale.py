@@ -73,20 +73,12 @@ class PeakMemory:
         self._thread.join()
 
 
-async def run_eval(
-    servers: list[str],
-    chat_url: str,
-    total: int,
-    in_flight: int,
-    folder: Path,
-    *,
-    name: str = "scale",
-    after: Callable[[EvalSession], dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The eval process (run `name`): `total` rollouts over `servers`, `in_flight` at once;
-    `after(session)` adds its own figures once the run is over."""
+def multiply_session(
+    servers: list[str], chat_url: str, total: int, in_flight: int, folder: Path, *, name: str
+) -> EvalSession:
+    """An eval (run `name`, under `folder`) of `total` rows asking the product of two numbers
+    (the benchmark rollout's task), over `servers`, `in_flight` at once."""
     from core.eval import EvalRequest, EvalSession, prepare
-    from core.eval.gc_tuning import settled_for_a_run
 
     pick = random.Random(5)
     dataset = folder / "rows.jsonl"
@@ -107,7 +99,24 @@ async def run_eval(
             name=name,
         )
     )
-    session = EvalSession(plan)
+    return EvalSession(plan)
+
+
+async def run_eval(
+    servers: list[str],
+    chat_url: str,
+    total: int,
+    in_flight: int,
+    folder: Path,
+    *,
+    name: str = "scale",
+    after: Callable[[EvalSession], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The eval process (run `name`): `total` rollouts over `servers`, `in_flight` at once;
+    `after(session)` adds its own figures once the run is over."""
+    from core.eval.gc_tuning import settled_for_a_run
+
+    session = multiply_session(servers, chat_url, total, in_flight, folder, name=name)
     memory = PeakMemory()
     most_in_flight = 0
 
