@@ -190,7 +190,7 @@ async def run_eval(
     }
 
 
-def measure(py: str, total: int, in_flight: int) -> dict[str, Any]:
+def measure(py: str, total: int, in_flight: int, servers_count: int = SERVERS) -> dict[str, Any]:
     with ExitStack() as stack:
         _chat_pid, chat_port = stack.enter_context(
             started(
@@ -202,7 +202,7 @@ def measure(py: str, total: int, in_flight: int) -> dict[str, Any]:
         )
         servers = [
             stack.enter_context(started([py, "bench/servers.py", "rollout", "--impl", "ours"]))
-            for _ in range(SERVERS)
+            for _ in range(servers_count)
         ]
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scale-")))
         cpu0 = [cpu_seconds(pid) for pid, _ in servers]
@@ -223,6 +223,7 @@ def measure(py: str, total: int, in_flight: int) -> dict[str, Any]:
             check=True,
         )
         result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+        result["servers"] = servers_count
         result["server_cpu_ms_per_rollout"] = (
             sum(cpu_seconds(pid) - before for (pid, _), before in zip(servers, cpu0, strict=True))
             / total
@@ -234,7 +235,7 @@ def measure(py: str, total: int, in_flight: int) -> dict[str, Any]:
 def figures(result: dict[str, Any]) -> list[Figure]:
     where = (
         f"scale: {result['rollouts']} rollouts, {result['most_in_flight']} in flight "
-        f"over {SERVERS} servers"
+        f"over {result.get('servers', SERVERS)} servers"
     )
     return [
         Figure(
@@ -280,6 +281,7 @@ def main() -> None:
     parser.add_argument("--folder", type=Path)
     parser.add_argument("--total", type=int, default=6000)
     parser.add_argument("--in-flight", type=int, default=2000)
+    parser.add_argument("--servers-count", type=int, default=SERVERS, help="rollout servers")
     args = parser.parse_args()
     if args.eval:
         result = asyncio.run(
@@ -292,7 +294,7 @@ def main() -> None:
     from bench.run import venv_python
     from bench.table import format_table
 
-    result = measure(venv_python(), args.total, args.in_flight)
+    result = measure(venv_python(), args.total, args.in_flight, args.servers_count)
     print(json.dumps(result, indent=1))
     print(format_table(figures(result)))
 
