@@ -137,6 +137,9 @@ class EvalRunner:
         # Each work item's attempt in flight (or left to its lease, untracked) whose outcome is
         # still the item's, by rollout id; a requeue takes it out.
         self._attempts: dict[str, WorkItem] = {}
+        # The same, by item: the ids of its attempts (two for a hedged item), so that an
+        # attempt's rivals are found without a walk over every rollout in flight.
+        self._attempt_ids: dict[ItemKey, set[str]] = {}
         # The id a requeued item is sent under next (already recorded as the requeue's).
         self._next_ids: dict[ItemKey, str] = {}
         # Requeued attempts being cancelled.
@@ -216,7 +219,7 @@ class EvalRunner:
             raise ControlRefused(
                 f"rollout {quote_text(rollout_id)} is no work item's attempt in flight"
             )
-        del self._attempts[rollout_id]
+        self._drop_attempt(rollout_id)
         new_id = uuid.uuid4().hex
         self._next_ids[item.key] = new_id
         self.pending.appendleft(item)
@@ -442,6 +445,7 @@ class EvalRunner:
                 first_record.hedged_with = rollout_id
         self.in_flight[rollout_id] = started
         self._attempts[rollout_id] = item
+        self._attempt_ids.setdefault(item.key, set()).add(rollout_id)
         # Taken now: once the rollout ends (the wind-down below may end it), the board lets
         # the record's handle go, and its result is still this item's to read.
         handle = record.handle
@@ -623,9 +627,15 @@ class EvalRunner:
         other attempt runs on, or won already (only that one then decides the item)."""
         if item.key not in self.hedges.hedged:
             return False
-        return item.key in self.hedges.settled or any(
-            other.key == item.key for other in self._attempts.values()
-        )
+        return item.key in self.hedges.settled or item.key in self._attempt_ids
+
+    def _drop_attempt(self, rollout_id: str) -> None:
+        """Rollout `rollout_id`'s outcome is no longer its item's."""
+        item = self._attempts.pop(rollout_id)
+        ids = self._attempt_ids[item.key]
+        ids.discard(rollout_id)
+        if not ids:
+            del self._attempt_ids[item.key]
 
     def _claim(self, record: RolloutRecord, *, no_result: bool = False) -> bool:
         """Take the attempt's outcome as its item's; False when the item was requeued
@@ -640,10 +650,9 @@ class EvalRunner:
         item = self._attempts.get(record.rollout_id)
         if item is None:
             return False
-        rivals = [rid for rid, other in self._attempts.items() if other.key == item.key]
-        rivals.remove(record.rollout_id)
+        rivals = sorted(self._attempt_ids[item.key] - {record.rollout_id})
         queued = item.key in self._next_ids and item.key in self.hedges.hedged
-        del self._attempts[record.rollout_id]
+        self._drop_attempt(record.rollout_id)
         if no_result and (rivals or queued):
             # Not the item's: cancelled if it still runs (a deadline), and no longer followed.
             self._end_in_background([record])
@@ -652,7 +661,7 @@ class EvalRunner:
             del self._next_ids[item.key]
             self.pending.remove(item)
         for rid in rivals:
-            del self._attempts[rid]
+            self._drop_attempt(rid)
         self._end_in_background([self.board.records[rid] for rid in rivals])
         if item.key in self.hedges.hedged:
             self.hedges.settled.add(item.key)
