@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
+import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
+from unittest.mock import patch
 
 from textual import events
 from textual.strip import Strip
@@ -267,7 +270,13 @@ def figures(d: dict[str, Any]) -> list[Figure]:
 def dashboard_benchmark(rollouts: int = ROLLOUTS) -> dict[str, Any]:
     from core.eval.gc_tuning import settled_for_a_run
 
-    with settled_for_a_run():  # as `osmosis-tui eval` runs its dashboard
+    # The sort keys pressed are saved as the dashboard's settings: in a folder of the
+    # benchmark's own, so that neither the user's settings nor an earlier run's sort count.
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-dashboard-") as config,
+        patch.dict(os.environ, {"XDG_CONFIG_HOME": config}),
+        settled_for_a_run(),  # as `osmosis-tui eval` runs its dashboard
+    ):
         return asyncio.run(measure(rollouts))
 
 
