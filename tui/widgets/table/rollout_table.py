@@ -35,6 +35,14 @@ from tui.widgets.table.whole_cell_scrollbar import WholeCellScrollBarRender
 Clock = Callable[[], float]
 
 
+#: A reorder that takes this long (a sort of some 100,000 rows)...
+COSTLY_REORDER_SEC = 0.02
+#: ...is made again by a change or the clock no sooner than this many times its cost after
+#: the last: re-sorting 100,000 rows by a column that moves every second took two thirds of a
+#: core (bench/dashboard.py). The user's own sort, filter or jump is never put off.
+REORDER_GAP = 10
+
+
 class RolloutTable(ScrollView, can_focus=True):
     """Every rollout on the board that passes the filters, in the chosen order.
 
@@ -161,6 +169,11 @@ class RolloutTable(ScrollView, can_focus=True):
         self.watch_rows = watch_rows
         self.order: list[str] = []
         self._position: dict[str, int] = {}
+        # What the last reorder took and when (`time.perf_counter`), and whether one was
+        # put off since (`rebuild(deferrable=True)`).
+        self._reorder_cost = 0.0
+        self._reordered_at = 0.0
+        self._reorder_due = False
         self._strips: dict[str, Strip] = {}
         self._header: Strip | None = None
         self._layout: Layout = layout_columns(0)
@@ -197,12 +210,29 @@ class RolloutTable(ScrollView, can_focus=True):
         self.marks.intersection_update(board.records)
         self.rebuild()
 
-    def rebuild(self, changed: set[str] | None = None) -> None:
+    def rebuild(self, changed: set[str] | None = None, *, deferrable: bool = False) -> None:
         """Recompute which rollouts show and in what order; keeps the cursor on its rollout.
 
         With `changed` given and the order the same as before, only those rows repaint.
+        `deferrable` (a change or the clock, not the user, moved the order): when reordering
+        is costly (`COSTLY_REORDER_SEC`) and the last reorder is recent (less than
+        `REORDER_GAP` times its cost ago), the changed rows repaint in place and the reorder
+        waits for the next `tick`.
         """
+        started = time.perf_counter()
+        if (
+            deferrable
+            and changed is not None
+            and self._reorder_cost >= COSTLY_REORDER_SEC
+            and started - self._reordered_at < REORDER_GAP * self._reorder_cost
+        ):
+            self._reorder_due = True
+            self._refresh_rows(changed)
+            return
         order = [record.rollout_id for record in self.view.select(self.board, self.clock())]
+        self._reordered_at = time.perf_counter()
+        self._reorder_cost = self._reordered_at - started
+        self._reorder_due = False
         if changed is not None and order == self.order:
             self._refresh_rows(changed)
             return
@@ -226,7 +256,8 @@ class RolloutTable(ScrollView, can_focus=True):
             self._strips.pop(rollout_id, None)
         # A new rollout goes to the end only in submission order; any other order places it.
         if self.view.order_depends_on_changes or (added and self.view.sort.column is not None):
-            self.rebuild(changed | set(added))
+            # A new row has no place until the order is made again: never put off then.
+            self.rebuild(changed | set(added), deferrable=not added)
         else:
             for rollout_id in added:
                 self._position[rollout_id] = len(self.order)
@@ -255,8 +286,8 @@ class RolloutTable(ScrollView, can_focus=True):
         }
         for rollout_id in moving:
             self._strips.pop(rollout_id, None)
-        if self.view.order_depends_on_time:
-            self.rebuild(moving)
+        if self.view.order_depends_on_time or self._reorder_due:
+            self.rebuild(moving, deferrable=True)
         else:
             self._refresh_rows(moving)
 
