@@ -231,3 +231,25 @@ async def test_escape_leaves_the_filter_bar_then_clears_the_filter() -> None:
         assert len(table.order) == 30
         await pilot.press("slash", "escape")  # nothing typed: the bar closes at once
         assert table.has_focus and not bar.display
+
+
+async def test_a_costly_reorder_by_a_change_waits_for_a_tick_and_the_users_never_does() -> None:
+    """Re-sorting a big table at every change batch or every second took two thirds of a
+    core at 100,000 rows: a costly reorder made by a change waits (the row repaints in place)
+    until a tick finds it due; the user's own sort is made at once."""
+    app = build_app(StaticSource(running_board(), total=40))
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause()
+        app.sort = Sort("status")
+        table = app.table
+        last = table.order[-1]  # a success: successes sort last
+        assert app.board.records[last].display_status == "success"
+        table._reorder_cost = 10.0  # as if the last reorder took 10 s: the next waits 100 s
+        table.apply_changes([last], [])
+        assert table.order[-1] == last and table._reorder_due
+        table._reordered_at -= 100.0  # the wait is over: the next tick reorders
+        table.tick()
+        assert not table._reorder_due
+        table._reorder_cost = 10.0
+        app.sort = Sort("status", descending=True)  # the user's: at once
+        assert app.board.records[table.order[0]].display_status == "success"
