@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.eval.attach.unix_socket import is_served
-from core.eval.results.events import Journal
+from core.eval.results.events import Journal, ends_with_whole_record
 from core.eval.results.folder import (
     EVENTS_FILE,
     LOCKS_DIR,
@@ -42,7 +42,6 @@ from core.eval.results.lock import lock_holder
 from core.eval.results.manifest import ManifestError, read_manifest, work_item_count
 from core.eval.results.metrics import DEFAULT_PASS_THRESHOLD, progress, recorded_pass_threshold
 from core.eval.untrusted_json import float_of, int_of, load_json_file, text_of, utc_time
-from core.regular_file import open_regular
 
 ListedStatus = Literal["running", "incomplete", "finished"]
 Tool = Literal["osmosis-tui", "osmosis"]
@@ -180,21 +179,10 @@ def _summarized(folder: Path, metrics: dict[str, Any]) -> tuple[int, float | Non
         not stat.S_ISREG(journal.st_mode)
         or not stat.S_ISREG(written.st_mode)
         or journal.st_mtime_ns >= written.st_mtime_ns
-        or (journal.st_size and _last_byte(folder / EVENTS_FILE, journal.st_size) != b"\n")
+        or not ends_with_whole_record(folder / EVENTS_FILE)
     ):
         return None
     return done, passed / completed if completed else None
-
-
-def _last_byte(path: Path, size: int) -> bytes | None:
-    try:
-        descriptor = open_regular(path)
-    except OSError:
-        return None
-    try:
-        return os.pread(descriptor, 1, size - 1)
-    finally:
-        os.close(descriptor)
 
 
 def _journal_counts(

@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 from collections.abc import Container, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.eval.results.durable import (
@@ -43,18 +43,6 @@ def _log_warning(message: str) -> None:
     logger.warning("%s", message)
 
 
-@dataclass
-class _Scan:
-    """What a scan of the journal found besides its records (filled in as it reads)."""
-
-    warnings: list[str] = field(default_factory=list)
-    # Where the next record must start: just past the last newline, or before a last line
-    # that is not JSON. Everything from here on is a torn write.
-    good_size: int = 0
-    size: int = 0
-    """How many bytes were read."""
-
-
 class _NotJson(ValueError):
     """A journal line that is no JSON at all (its parser's error is the cause)."""
 
@@ -74,20 +62,20 @@ def _result_of(data: bytes) -> ItemResult:
 
 
 def _scan_journal(
-    path: Path, lines: Iterable[Line], scan: _Scan
+    path: Path, lines: Iterable[Line], warnings: list[str]
 ) -> Iterator[tuple[int, ItemResult]]:
-    """Every record of the journal in file order (superseded ones too), with its line number.
+    """Every record of the journal in file order (superseded ones too), with its line number;
+    what was skipped or dropped goes to `warnings` as it reads.
 
     Each reader keeps what it needs of them (the final results, their lines, the whole
-    history), so that a journal of a million records is never held twice.
+    history), so that a journal of a million records is never held twice. Where `Journal.open`
+    cuts a torn tail is the same rule, read from the end (`_whole_records_size`).
     """
-    warnings = scan.warnings
     # An unreadable line is dropped (and cut off before an append) when it is the last one,
     # and skipped when another follows it: known only once the next line comes. Held here as
     # the line and what it is ("an invalid line (…)").
     unreadable: tuple[Line, str, str] | None = None
     for line in lines:
-        scan.size = line.end
         if unreadable is not None:
             skipped, what, why = unreadable
             warnings.append(f"{path}:{skipped.number}: skipped {what} ({why})")
@@ -101,7 +89,6 @@ def _scan_journal(
                 f"{path}: dropped a torn last line ({line.length} bytes, no newline): {shown!r}"
             )
             break
-        scan.good_size = line.end
         if line.data is None:
             unreadable = (line, "a line", f"longer than {MAX_LINE_BYTES:,} bytes: {line.length:,}")
             continue
@@ -121,16 +108,16 @@ def _scan_journal(
     if unreadable is not None:
         last, what, why = unreadable
         warnings.append(f"{path}:{last.number}: dropped {what} at the end ({why})")
-        scan.good_size = last.start
 
 
 def _whole_records_size(path: Path, max_line: int = MAX_LINE_BYTES) -> tuple[int, int]:
-    """Where the next record must start in the journal at `path`, and its size: the
-    `good_size` and `size` a whole scan (`_scan_journal`) finds, from the file's tail alone.
+    """Where the next record must start in the journal at `path`, and its size: the end of
+    its last whole record, read from the file's tail alone.
 
     Only the end decides it: bytes after the last newline are a torn write (cut), else a last
-    line that is no JSON or longer than `max_line` is cut, and nothing else is. A resume of a
-    run of a million items reads its journal once (`load_for_plan`), not twice.
+    line that is no JSON or longer than `max_line` is cut (the lines `_scan_journal` reports
+    as dropped), and nothing else is. A resume of a run of a million items reads its journal
+    once (`load_for_plan`), not twice.
     """
     descriptor = open_regular(path)
     try:
@@ -166,6 +153,16 @@ def _newline_before(descriptor: int, end: int) -> int:
 _TAIL_CHUNK = 64 * 1024
 
 
+def ends_with_whole_record(path: Path) -> bool:
+    """Whether the journal at `path` ends with a whole record: nothing `Journal.open` would
+    cut, nothing its readers would drop. False when it cannot be read (a FIFO, a symlink)."""
+    try:
+        good_size, size = _whole_records_size(path)
+    except OSError:
+        return False
+    return good_size == size
+
+
 @dataclass(frozen=True)
 class PlannedResults:
     """The journal as a resume reads it: the results of the plan's work items, and those of
@@ -182,9 +179,9 @@ def _read(path: Path, on_warning: WarningSink | None) -> Iterator[tuple[int, Ite
         lines = read_lines(path)
     except FileNotFoundError:
         return
-    scan = _Scan()
-    yield from _scan_journal(path, lines, scan)
-    for warning in scan.warnings:
+    warnings: list[str] = []
+    yield from _scan_journal(path, lines, warnings)
+    for warning in warnings:
         (on_warning or _log_warning)(warning)
 
 
@@ -303,4 +300,4 @@ class Journal(AppendFile):
                 raise
 
 
-__all__ = ["Journal", "PlannedResults", "journal_line"]
+__all__ = ["Journal", "PlannedResults", "ends_with_whole_record", "journal_line"]

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from core.eval.results.events import (
     Journal,
-    _Scan,
     _scan_journal,
     _whole_records_size,
     journal_line,
@@ -316,14 +315,16 @@ def test_journal_survives_sigkill_at_any_moment(tmp_path: Path) -> None:
     assert len(acknowledged) > 20
 
 
+# Journal tails, each with whether a reader drops it (and `Journal.open` cuts it) when it
+# is the last line, at a `max_line` of 40 bytes.
 _PIECES = (
-    b'{"a": 1}\n',  # JSON of another shape: kept
-    b"garbage\n",  # no JSON: cut when last
-    b"\n",
-    b"  \n",
-    b"[" * 30 + b"\n",  # JSON cut short
-    b'{"long": "' + b"x" * 60 + b'"}\n',  # longer than the test's max_line: cut when last
-    b"x" * 100 + b"\n",
+    (b'{"a": 1}\n', False),  # JSON of another shape: kept
+    (b"garbage\n", True),  # no JSON
+    (b"\n", False),
+    (b"  \n", False),
+    (b"[" * 30 + b"\n", True),  # JSON cut short
+    (b'{"long": "' + b"x" * 60 + b'"}\n', True),  # longer than max_line
+    (b"x" * 100 + b"\n", True),
 )
 
 
@@ -332,14 +333,22 @@ _PIECES = (
     st.binary(max_size=12).filter(lambda fragment: b"\n" not in fragment),
 )
 @settings(max_examples=300, deadline=None)
-def test_the_repair_point_from_the_tail_is_the_whole_scans(
-    tmp_path_factory: pytest.TempPathFactory, pieces: list[bytes], fragment: bytes
+def test_the_repair_point_is_found_from_the_tail_as_the_readers_drop_it(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[tuple[bytes, bool]], fragment: bytes
 ) -> None:
-    """`Journal.open` finds where to cut from the journal's end alone: the same place as
-    reading every line."""
+    """`Journal.open` finds where to cut from the journal's end alone: a torn fragment, else
+    a last line that is no JSON or too long, and nothing else; the readers, which read every
+    line, drop the same line at the end."""
     path = tmp_path_factory.mktemp("journal") / "events.jsonl"
-    path.write_bytes(_line(item_result(0)).encode() + b"".join(pieces) + fragment)
-    scan = _Scan()
-    for _ in _scan_journal(path, read_lines(path, max_line=40), scan):
+    first = _line(item_result(0)).encode()  # longer than 40 bytes: dropped when last
+    last, dropped = pieces[-1] if pieces else (first, True)
+    whole = first + b"".join(piece for piece, _ in pieces)
+    path.write_bytes(whole + fragment)
+    cut_last = dropped and not fragment  # a fragment is cut, and what precedes it kept
+    expected = len(whole) - len(last) if cut_last else len(whole)
+    assert _whole_records_size(path, max_line=40) == (expected, len(whole) + len(fragment))
+    warnings: list[str] = []
+    for _ in _scan_journal(path, read_lines(path, max_line=40), warnings):
         pass
-    assert _whole_records_size(path, max_line=40) == (scan.good_size, scan.size)
+    assert any("at the end" in warning for warning in warnings) == cut_last
+    assert any("torn last line" in warning for warning in warnings) == bool(fragment)
