@@ -193,11 +193,9 @@ def _check_finite(name: str, value: object) -> None:
 
 def _as_float(name: str, value: object) -> float:
     """A record's number as a float; a string that `float()` would take is refused."""
-    if type(value) is float:
-        return value
-    if not is_finite(value) and not isinstance(value, float):
-        # Not a number, or an integer past a float's range (float() would overflow); a
-        # float that is infinite or NaN is left to `__post_init__` to refuse.
+    if isinstance(value, float):
+        return float(value)  # infinite or NaN too: `__post_init__` refuses it, by name
+    if not is_finite(value):  # not a number, or an integer float() would overflow on
         raise ValueError(f"{name} must be a number, got {value!r}")
     return float(value)
 
