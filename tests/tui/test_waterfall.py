@@ -58,6 +58,8 @@ async def test_a_live_rollouts_waterfall_is_its_tab_and_its_replay_draws_the_sam
             assert live_model.segments[-1] == Segment(
                 "server", "terminal", "success", live_model.length, live_model.length
             )
+            # The board has the row before the table's next repaint shows it.
+            await until(pilot, lambda: rollout_id in app.table.order)
             app.table.move_cursor_to(rollout_id)
             await pilot.press("d", "5")
             await until(pilot, lambda: isinstance(app.screen, RolloutViewScreen))
