@@ -657,10 +657,18 @@ class RolloutBoard:
         return max(STUCK_FLOOR_SEC, STUCK_MEDIAN_FACTOR * median)
 
     def is_stuck(self, record: RolloutRecord, now: float | None = None) -> bool:
-        if not record.in_flight or record.status not in PHASE_ORDER:
+        # `in_flight` and `phase_started_at` spelled out on one reading of the status: the
+        # flags column asks this of every row it sorts.
+        status = record.status
+        if (
+            status in TERMINAL_STATUSES
+            or status not in PHASE_ORDER
+            or record.untracked
+            or record.admission_error is not None
+        ):
             return False
         now = time.monotonic() if now is None else now
-        return now - record.phase_started_at > self.stuck_threshold(record.status)
+        return now - record.entered_at(status) > self.stuck_threshold(status)
 
     def stuck_ids(self, now: float | None = None) -> list[str]:
         """In-flight rollouts stuck in their phase; only the stuck ones are looked at."""

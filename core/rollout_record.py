@@ -279,7 +279,12 @@ class RolloutRecord:
 
     @property
     def phase_started_at(self) -> float:
-        mark = self.marks.get(self.status)
+        return self.entered_at(self.status)
+
+    def entered_at(self, status: RolloutStatus) -> float:
+        """When it entered `status`, its current one (`phase_started_at` for a caller that
+        has the status at hand: deriving it is the costly part of a sort over every row)."""
+        mark = self.marks.get(status)
         if mark is not None:
             return mark.at
         return self.transitions[-1].at if self.transitions else self.submitted_at
