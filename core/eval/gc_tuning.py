@@ -19,9 +19,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 #: gen0 every 50,000 net allocations of tracked objects (CPython's default: 700); gen1 after
-#: 50 of those, gen2 after 1,000 gen1 (and, as always, only when it would walk a quarter more
-#: long-lived objects than last time).
-RUN_THRESHOLDS = (50_000, 50, 1_000)
+#: 5 of those, gen2 after 10,000 gen1 (and, as always, only when it would walk a quarter more
+#: long-lived objects than last time). A gen1 walks what the young ones let through since the
+#: last: after 50 of them that was up to 2.5 million objects, a 170 ms pause with a
+#: 100,000-row board (a sort drawn in 240 ms instead of 75: bench/dashboard.py). After 5 it
+#: is a tenth of that; each object is still walked once per generation, and a full
+#: collection comes as seldom as before.
+RUN_THRESHOLDS = (50_000, 5, 10_000)
 
 
 @contextmanager
