@@ -722,7 +722,7 @@ def failure_category_of(record: RolloutRecord) -> str | None:
         return NOT_ADMITTED_CATEGORY
     if record.status != RolloutStatus.FAILURE:
         return None
-    result = record.latest_result
+    result = record.result_head
     if result is not None:
         return failure_category(result.err_category)
     return UNKNOWN_CATEGORY if record.reported_by is not None else None

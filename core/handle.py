@@ -21,6 +21,7 @@ import httpx
 from core.errors import RolloutProtocolError, describe_error
 from core.lease import Lease
 from core.phases import SkipReason, skipped_phases
+from core.result_head import ResultHead
 from core.transport import Exchange
 from core.types import (
     OBSERVED_STATUS_HEADER,
@@ -185,7 +186,7 @@ class RolloutHandle:
             (transition.status for transition in self.transitions),
             self.status,
             grade=self.grade,
-            result=self.latest_result,
+            result=None if self.latest_result is None else ResultHead.of(self.latest_result),
         )
 
     # -- waiting -----------------------------------------------------------------------------

@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from core.result_head import ResultHead
 from core.types import (
     PHASE_ORDER,
     TERMINAL_STATUSES,
     RolloutErrorCategory,
-    RolloutResultResponse,
     RolloutStatus,
 )
 
@@ -63,7 +63,7 @@ _RAN = frozenset(
 _NO_GRADING_PREFIX = "grading was requested but"
 
 
-def reached_phase(result: RolloutResultResponse | None) -> RolloutStatus | None:
+def reached_phase(result: ResultHead | None) -> RolloutStatus | None:
     """The furthest phase a terminal failure proves was reached, seen or not.
 
     A failure that carries a sample had a finished workflow, so it was graded (unless the
@@ -73,7 +73,7 @@ def reached_phase(result: RolloutResultResponse | None) -> RolloutStatus | None:
     if result is None or result.status != RolloutStatus.FAILURE:
         return None
     message = result.err_message or ""
-    if result.sample is not None and not message.startswith(_NO_GRADING_PREFIX):
+    if result.has_sample and not message.startswith(_NO_GRADING_PREFIX):
         return RolloutStatus.GRADING
     if result.err_category in _RAN:
         return RolloutStatus.RUNNING
@@ -85,7 +85,7 @@ def skipped_phases(
     current: RolloutStatus,
     *,
     grade: bool | None,
-    result: RolloutResultResponse | None = None,
+    result: ResultHead | None = None,
     recorded: bool = True,
 ) -> dict[RolloutStatus, SkipReason]:
     """Phases among queued/running/grading that were not observed, with the reason.

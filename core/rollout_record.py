@@ -17,15 +17,17 @@ source knows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity
 from core.phases import PhaseMark, SkipReason, skipped_phases
 from core.reported_by import ReportedBy
+from core.result_head import ResultHead
 from core.types import (
     PHASE_ORDER,
+    RECEIVED,
     TERMINAL_STATUSES,
     CancelRolloutsResponse,
     RolloutResultResponse,
@@ -90,29 +92,54 @@ class CancelRequest:
 
 @dataclass(eq=False)
 class RecordedRollout:
-    """What is known of a rollout without a handle to ask: one replayed from a recording, or
-    one the server never admitted. It has the handle's names, so a record reads either alike."""
+    """What is known of a rollout without a handle to ask: one replayed from a recording, one
+    the server never admitted, or one whose handle is done (`of`). It has the handle's names,
+    so a record reads either alike.
+
+    Its result is kept whole, or, for a finished handle's, packed: its JSON, a few hundred
+    bytes where the parsed models take about eight times as much, parsed again each time the
+    details ask for it. Its `result_head` is what every row reads, always at hand."""
 
     status: RolloutStatus = RolloutStatus.QUEUED
     transitions: list[Transition] = field(default_factory=list)
-    latest_result: RolloutResultResponse | None = None
     grade: bool | None = None
     polls: int = 0
     poll_retries: int = 0
     last_poll_error: str | None = None
+    result_head: ResultHead | None = field(default=None, init=False)
+    _result: RolloutResultResponse | None = field(default=None, init=False, repr=False)
+    _packed: bytes | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def of(cls, handle: RolloutHandle) -> RecordedRollout:
         """What `handle` observed, without its polling state (lease, headers, lock, task)."""
-        return cls(
+        recorded = cls(
             status=handle.status,
             transitions=handle.transitions,
-            latest_result=handle.latest_result,
             grade=handle.grade,
             polls=handle.polls,
             poll_retries=handle.poll_retries,
             last_poll_error=handle.last_poll_error,
         )
+        result = handle.latest_result
+        if result is not None:
+            recorded.result_head = ResultHead.of(result)
+            # Only the fields the server sent: parsed again, the same model, to its fields set.
+            recorded._packed = result.model_dump_json(exclude_unset=True).encode()
+        return recorded
+
+    @property
+    def latest_result(self) -> RolloutResultResponse | None:
+        packed = self._packed
+        if packed is None:
+            return self._result
+        return RolloutResultResponse.model_validate_json(packed, context=RECEIVED)
+
+    @latest_result.setter
+    def latest_result(self, result: RolloutResultResponse | None) -> None:
+        self._result = result
+        self._packed = None
+        self.result_head = None if result is None else ResultHead.of(result)
 
 
 @dataclass(eq=False)
@@ -165,10 +192,8 @@ class RolloutRecord:
     #: dispatch and result are known but not when it was queued, running or grading.
     phases_recorded: bool = True
     # The last text masked and its masked form: read on every repaint, it changes rarely.
-    _shown_result: tuple[RolloutResultResponse, RolloutResultResponse] | None = field(
-        default=None, init=False, repr=False
-    )
     _shown_poll_error: tuple[str, str] | None = field(default=None, init=False, repr=False)
+    _shown_head: tuple[ResultHead, ResultHead] | None = field(default=None, init=False, repr=False)
 
     @property
     def handle(self) -> RolloutHandle | None:
@@ -221,18 +246,33 @@ class RolloutRecord:
 
     @property
     def latest_result(self) -> RolloutResultResponse | None:
+        """The whole result, its error masked: for the details and the exports (a row reads
+        `result_head`), so it is not kept; a finished rollout's is parsed for each caller."""
         result = self.observed.latest_result
         if result is None or not result.err_message or self.redact is None:
             return result
-        shown = self._shown_result
-        if shown is None or shown[0] is not result:
-            message = self.redact(result.err_message)
-            masked = (
-                result
-                if message == result.err_message
-                else result.model_copy(update={"err_message": message})
-            )
-            shown = self._shown_result = (result, masked)
+        message = self.redact(result.err_message)
+        if message == result.err_message:
+            return result
+        return result.model_copy(update={"err_message": message})
+
+    @property
+    def result_head(self) -> ResultHead | None:
+        """What its result says of its outcome (`latest_result`'s head, its error masked the
+        same way): what a row, a sort or a count reads, without parsing a packed result."""
+        observed = self.observed
+        if isinstance(observed, RecordedRollout):
+            head = observed.result_head
+        else:  # a handle, still polling: its latest result is at hand
+            result = observed.latest_result
+            head = None if result is None else ResultHead.of(result)
+        if head is None or not head.err_message or self.redact is None:
+            return head
+        shown = self._shown_head
+        if shown is None or shown[0] != head:
+            message = self.redact(head.err_message)
+            masked = head if message == head.err_message else replace(head, err_message=message)
+            shown = self._shown_head = (head, masked)
         return shown[1]
 
     def masked(self, text: str) -> str:
@@ -301,7 +341,7 @@ class RolloutRecord:
             {*self.marks, *(transition.status for transition in self.transitions)},
             self.status,
             grade=self.grade,
-            result=self.latest_result,
+            result=self.result_head,
             recorded=self.phases_recorded,
         )
 
@@ -309,7 +349,7 @@ class RolloutRecord:
         """Case-insensitive match on id, row, status, error and label, and for a rollout known
         from its server's reports its server, namespace and run: what the `/` filter uses."""
         needle = text.casefold()
-        result = self.latest_result
+        result = self.result_head
         haystack = [
             self.rollout_id,
             "" if self.source_row_index is None else f"row {self.source_row_index}",

@@ -22,6 +22,7 @@ from core.errors import RolloutProtocolError
 from core.eval.results.records import ItemResult, ItemStatus, WorkItem
 from core.eval.safe_text import shown_value
 from core.eval.token_counts import NOT_A_COUNT, token_count
+from core.result_head import ResultHead
 from core.types import RolloutResultResponse, RolloutStatus
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def classify(
     item: WorkItem, rollout_id: str, result: RolloutResultResponse, duration_ms: float
 ) -> ItemResult | None:
     """The item's outcome, or None when it must stay pending (cancelled)."""
-    journaled = item_status(result)
+    journaled = item_status(ResultHead.of(result))
     if journaled is None:
         return None
     status, reward, error_type = journaled
@@ -57,7 +58,7 @@ def classify(
 
 
 def item_status(
-    result: RolloutResultResponse,
+    result: ResultHead,
 ) -> tuple[ItemStatus, float | None, str | None] | None:
     """What a rollout's result makes of its work item: the status, reward and error type it
     is journaled with; None when it was cancelled (the item stays pending). `classify`
@@ -65,11 +66,10 @@ def item_status(
     status = result.status
     if status == RolloutStatus.CANCELLED:
         return None
-    sample = result.sample
     if status == RolloutStatus.SUCCESS:
-        if sample is not None and sample.remove_sample:
+        if result.remove_sample:
             return "skipped", None, None
-        return "success", None if sample is None else sample.reward, None
+        return "success", result.reward, None
     error_type = (
         result.err_category.value if result.err_category else result.err_message or "rollout_failed"
     )

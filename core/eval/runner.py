@@ -39,6 +39,7 @@ from core.eval.results.records import ItemKey, ItemResult, WorkItem
 from core.eval.safe_text import quote_text
 from core.eval.servers.pool import AllServersDown, RolloutServerSlot, ServerPool
 from core.handle import RolloutHandle
+from core.result_head import ResultHead
 from core.rollout_record import RequestOptions, RolloutRecord
 from core.types import RolloutResultResponse
 
@@ -617,7 +618,7 @@ class EvalRunner:
             raise _RunProblem(
                 f"polling rollout {record.rollout_id} on {slot.url} failed: {describe_error(exc)}"
             ) from exc
-        journaled = item_status(result)
+        journaled = item_status(ResultHead.of(result))
         # Cancelled: no result of its own (its item stays pending, or is the other attempt's).
         if self._claim(record, no_result=journaled is None):
             self._finish(item, record.rollout_id, result, started)

@@ -63,7 +63,20 @@ async def test_observed_phases_of_a_graded_success(serve: Serve) -> None:
         record = await track(
             board, client, "graded", label="42", metadata={"sleep": 0.3, "grade_sleep": 0.3}
         )
+        handle = record.handle
+        assert handle is not None
         await settle(record)
+    # Its polling over, the record keeps the result packed: it reads back as it was received,
+    # to the fields the server set, and its head has what the rows read.
+    assert record.handle is None and handle.latest_result is not None
+    assert record.latest_result == handle.latest_result
+    assert record.latest_result.model_fields_set == handle.latest_result.model_fields_set
+    sample, received = record.latest_result.sample, handle.latest_result.sample
+    assert sample is not None and received is not None
+    assert sample.model_fields_set == received.model_fields_set
+    assert sample.messages and sample.trajectory_messages is None
+    head = record.result_head
+    assert head is not None and (head.status, head.reward, head.label) == (S, 1.0, "42")
     # With the observed-status header, every phase that lasted a poll is seen.
     assert statuses(record) == [Q, R, G, S]
     assert record.skipped_phases() == {}
@@ -120,7 +133,9 @@ async def test_a_record_reads_its_handle_and_masks_what_it_shows(serve: Serve) -
     assert raw is not None and raw.err_message is not None and "sk-secret" in raw.err_message
     assert shown is not None and shown.err_message is not None
     assert "sk-secret" not in shown.err_message and "***" in shown.err_message
-    assert record.latest_result is shown  # masked once, not on every read
+    head = record.result_head
+    assert head is not None and head.err_message == shown.err_message
+    assert record.result_head is head  # masked once, not on every repaint of its row
     assert board.counts()["failure"] == 1 and board.failures_by_category() == {"agent_error": 1}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.phases import reached_phase, skipped_phases
+from core.result_head import ResultHead
 from core.types import RolloutErrorCategory, RolloutResultResponse, RolloutSample, RolloutStatus
 
 Q, R, G = RolloutStatus.QUEUED, RolloutStatus.RUNNING, RolloutStatus.GRADING
@@ -13,13 +14,16 @@ S, F, C = RolloutStatus.SUCCESS, RolloutStatus.FAILURE, RolloutStatus.CANCELLED
 
 def failure(
     category: RolloutErrorCategory | None, *, sample: bool = False, message: str = "x"
-) -> RolloutResultResponse:
-    return RolloutResultResponse(
-        rollout_id="r",
-        status=F,
-        sample=RolloutSample(messages=[]) if sample else None,
-        err_message=message,
-        err_category=category,
+) -> ResultHead:
+    """The head of a failed result, as a record hands it to the phase rules."""
+    return ResultHead.of(
+        RolloutResultResponse(
+            rollout_id="r",
+            status=F,
+            sample=RolloutSample(messages=[]) if sample else None,
+            err_message=message,
+            err_category=category,
+        )
     )
 
 

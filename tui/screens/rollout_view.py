@@ -156,7 +156,8 @@ class RolloutViewScreen(ModalScreen[None]):
             WaterfallChart(waterfall(record, now, self._trial_diagnostics()))
         )
         result = record.latest_result
-        if self._json_of is None or self._json_of[0] is not result:
+        # Compared by value: a finished rollout's result is parsed anew for each reader.
+        if self._json_of is None or self._json_of[0] != result:
             self._json_of = (result,)
             bodies["view-result"].update(result_json(result, record.redact))
 

@@ -106,7 +106,8 @@ class TranscriptPanel(Vertical):
         result = self.record.latest_result
         if not self.record.finished or result is None:
             return None
-        if result is not self._sample_of:
+        # Compared by value: a finished rollout's result is parsed anew for each reader.
+        if result != self._sample_of:
             self._sample_of = result
             self._sample = sample_transcript(self.record)
         return self._sample

@@ -279,7 +279,7 @@ def spend_from(raw: object) -> Spend | None:
 def record_state(record: RolloutRecord, origin: float, *, first: bool) -> dict[str, Any]:
     """`record` as RECORD (module docstring); `origin` is the board's start, and `first` says
     the viewer has not been sent this record before (its request options go with it)."""
-    result = record.latest_result
+    result = record.result_head
     state: dict[str, Any] = {
         "id": record.rollout_id,
         "row": record.row_index,
@@ -304,10 +304,10 @@ def record_state(record: RolloutRecord, origin: float, *, first: bool) -> dict[s
         if result is None
         else {
             "status": result.status.value,
-            "reward": _number(result.sample.reward if result.sample is not None else None),
+            "reward": _number(result.reward),
             "err_message": _text(result.err_message),
             "err_category": result.err_category.value if result.err_category else None,
-            "removed": bool(result.sample is not None and result.sample.remove_sample),
+            "removed": result.has_sample and result.remove_sample,
         },
         "not_admitted": _text(record.admission_error),
         "cancels": [

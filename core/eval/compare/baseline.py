@@ -162,7 +162,7 @@ class Baseline:
         result with this run's threshold; None while it has none (in flight, cancelled), for
         one its item was requeued from, and when the baseline has no outcome for its item."""
         base = self.record_outcome(record)
-        result = record.latest_result
+        result = record.result_head
         if base is None or result is None or not record.finished or record.requeued_as:
             return None
         status = item_status(result)

@@ -63,7 +63,7 @@ def failures(
 
 
 def _failure(record: RolloutRecord, transcript: Transcript | None, index: int) -> str:
-    result = record.latest_result
+    result = record.result_head
     category = result.err_category.value if result and result.err_category else None
     message = (result.err_message if result else None) or record.admission_error
     row = "-" if record.source_row_index is None else str(record.source_row_index)

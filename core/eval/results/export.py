@@ -38,7 +38,7 @@ EXPORT_FIELDS = (
 
 def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
     """One rollout as the export writes it; times are seconds after `t0` (the run's start)."""
-    result = record.latest_result
+    result = record.result_head
     skipped = record.skipped_phases()
     return {
         "rollout_id": record.rollout_id,
@@ -46,7 +46,7 @@ def export_row(record: RolloutRecord, t0: float) -> dict[str, object]:
         "row_index": record.row_index,
         "run_index": record.run_index,
         "status": record.display_status,
-        "reward": result.sample.reward if result and result.sample else None,
+        "reward": result.reward if result else None,
         "err_category": result.err_category.value if result and result.err_category else None,
         "err_message": (result.err_message if result else None) or record.admission_error,
         # Each phase as its best source timed it; `(server)` marks the server's own time,

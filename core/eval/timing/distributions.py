@@ -90,9 +90,8 @@ def _tokens(record: RolloutRecord) -> Iterable[float]:
 def _reward(record: RolloutRecord) -> Iterable[float]:
     if not record.finished:
         return ()
-    result = record.latest_result
-    sample = result.sample if result is not None else None
-    reward = sample.reward if sample is not None else None
+    result = record.result_head
+    reward = result.reward if result is not None else None
     return () if reward is None or not math.isfinite(reward) else (reward,)
 
 

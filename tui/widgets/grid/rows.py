@@ -70,7 +70,7 @@ def outcome(record: RolloutRecord, threshold: float) -> Outcome:
     pass by `metrics.json`'s rule."""
     if not record.finished:
         return "no_result" if record.untracked else "in_flight"
-    result = record.latest_result
+    result = record.result_head
     # Finished without a result: never admitted, or the polls gave up; the run fails it.
     verdict = ("failed", None, None) if result is None else item_status(result)
     if verdict is None:

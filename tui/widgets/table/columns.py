@@ -160,7 +160,7 @@ def row_cells(
 ) -> dict[str, tuple[str, str]]:
     """Each column's text and style name ("" for none) for one rollout; the phase track is
     drawn glyph by glyph, so it is not among them. Untrusted text is made safe here."""
-    result = record.latest_result
+    result = record.result_head
     status = record.display_status
     # A cancel the server never got (the flags say "cancel failed") leaves the status as is,
     # and an untracked rollout's cancel is never seen to end: its row keeps the status last seen.
@@ -168,7 +168,7 @@ def row_cells(
     status_label = "cancelling…" if cancelling else status.replace("_", " ")
     in_phase = None if record.finished or record.untracked else now - record.phase_started_at
     end = record.terminal_at if record.terminal_at is not None else now
-    sample_reward = result.sample.reward if result and result.sample else None
+    sample_reward = result.reward if result is not None else None
     reported_by = record.reported_by
     return {
         "mark": ("▌" if marked else "", "bold yellow"),
@@ -235,7 +235,7 @@ def outcome_text(outcome: ItemOutcome) -> str:
 def error_text(record: RolloutRecord) -> str:
     """The error column's text: why it was not admitted, else the result's error category,
     else its message (made safe); "" without an error."""
-    result = record.latest_result
+    result = record.result_head
     if record.admission_error is not None:
         return "not admitted"
     if result is not None and result.err_category is not None:

@@ -109,8 +109,8 @@ def _total(record: RolloutRecord, _board: RolloutBoard, now: float) -> Any:
 
 
 def _reward(record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
-    result = record.latest_result
-    return result.sample.reward if result and result.sample else None
+    result = record.result_head
+    return result.reward if result is not None else None
 
 
 def _model(record: RolloutRecord, _board: RolloutBoard, now: float) -> Any:
