@@ -657,15 +657,10 @@ class RolloutBoard:
         return max(STUCK_FLOOR_SEC, STUCK_MEDIAN_FACTOR * median)
 
     def is_stuck(self, record: RolloutRecord, now: float | None = None) -> bool:
-        # `in_flight` and `phase_started_at` spelled out on one reading of the status: the
-        # flags column asks this of every row it sorts.
-        status = record.status
-        if (
-            status in TERMINAL_STATUSES
-            or status not in PHASE_ORDER
-            or record.untracked
-            or record.admission_error is not None
-        ):
+        # The status read once for all three questions: the flags column asks this of every
+        # row it sorts.
+        status = record.in_flight_status
+        if status is None or status not in PHASE_ORDER:
             return False
         now = time.monotonic() if now is None else now
         return now - record.entered_at(status) > self.stuck_threshold(status)

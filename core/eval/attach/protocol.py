@@ -307,7 +307,7 @@ def record_state(record: RolloutRecord, origin: float, *, first: bool) -> dict[s
             "reward": _number(result.reward),
             "err_message": _text(result.err_message),
             "err_category": result.err_category.value if result.err_category else None,
-            "removed": result.has_sample and result.remove_sample,
+            "removed": result.remove_sample,
         },
         "not_admitted": _text(record.admission_error),
         "cancels": [
