@@ -92,9 +92,10 @@ class ChangeFeed:
     """One consumer's change batches: what changed since it last took one, whatever the
     board's other consumers took meanwhile."""
 
-    def __init__(self) -> None:
-        self._changed: set[str] = set()
-        self._added: list[str] = []
+    def __init__(self, known: Iterable[str] = ()) -> None:
+        # `known`: ids its first batch has as changed and added (what came before it).
+        self._added: list[str] = list(known)
+        self._changed: set[str] = set(self._added)
         self._version = 0
 
     def note_change(self, rollout_id: str) -> None:
@@ -150,9 +151,10 @@ class RolloutBoard:
         self._on_not_admitted = on_not_admitted
         self.records: dict[str, RolloutRecord] = {}
         self.stuck_after_sec = stuck_after_sec
-        # The first is `take_changes`'s; the others are `subscribe`'s.
-        self._changes = ChangeFeed()
-        self._feeds: list[ChangeFeed] = [self._changes]
+        # `take_changes`'s, made by its first call: a headless run never takes changes, and a
+        # feed nobody takes from would hold every id of the run. The others are `subscribe`'s.
+        self._changes: ChangeFeed | None = None
+        self._feeds: list[ChangeFeed] = []
         # Finished durations per phase, kept sorted so the median is one index away.
         self._durations: dict[RolloutStatus, list[float]] = {status: [] for status in PHASES}
         # Per record, how many of its transitions, which status (for the phase indexes) and
@@ -550,7 +552,11 @@ class RolloutBoard:
     # -- change batches --------------------------------------------------------------------
 
     def take_changes(self) -> ChangeBatch:
-        """The ids changed since the last call (possibly none); the next batch starts empty."""
+        """The ids changed since the last call (possibly none); the next batch starts empty.
+        The first call's batch has every record, as changed and as added."""
+        if self._changes is None:
+            self._changes = ChangeFeed(self.records)
+            self._feeds.append(self._changes)
         return self._changes.take()
 
     def subscribe(self) -> ChangeFeed:
