@@ -64,7 +64,7 @@ def _furthest_reported(marks: dict[RolloutStatus, PhaseMark]) -> RolloutStatus:
     return max(marks, key=lambda status: PHASE_ORDER.get(status, -1), default=RolloutStatus.QUEUED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestOptions:
     """What was asked of the server for one rollout. The llm_api_key is deliberately absent.
 
@@ -80,7 +80,7 @@ class RequestOptions:
     grader_timeout_sec: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class CancelRequest:
     """One server-side cancel: when it was asked, what the server said, when it ended."""
 
@@ -90,7 +90,7 @@ class CancelRequest:
     answered_at: float | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RecordedRollout:
     """What is known of a rollout without a handle to ask: one replayed from a recording, one
     the server never admitted, or one whose handle is done (`of`). It has the handle's names,
@@ -142,7 +142,7 @@ class RecordedRollout:
         self.result_head = None if result is None else ResultHead.of(result)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RolloutRecord:
     """One rollout on the board: what was asked and done (options, cancels, untracking), and
     what was observed of it, read from its handle (or its recording) rather than copied."""
