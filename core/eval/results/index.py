@@ -27,13 +27,18 @@ from core.eval.results.records import ItemResult
 from core.eval.results.trials import TRAJECTORY_FILE, Trajectory
 
 
+def index_tokens(result: ItemResult, trajectory: Trajectory | None) -> int | None:
+    """The `tokens` of `result`'s index line: the result's, else its trajectory's."""
+    if result.tokens is None and trajectory is not None:
+        return trajectory.tokens
+    return result.tokens
+
+
 def index_row(
     result: ItemResult, *, trajectory: Trajectory | None, resumed: bool
 ) -> dict[str, Any]:
     """The index line of `result` (see the module docstring)."""
-    tokens = result.tokens
-    if tokens is None and trajectory is not None:
-        tokens = trajectory.tokens
+    tokens = index_tokens(result, trajectory)
     row: dict[str, Any] = {
         "row_index": result.row_index,
         "run_index": result.run_index,
@@ -54,4 +59,4 @@ def index_line(row: Mapping[str, Any]) -> bytes:
     return (json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
-__all__ = ["index_line", "index_row"]
+__all__ = ["index_line", "index_row", "index_tokens"]

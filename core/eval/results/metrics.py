@@ -134,17 +134,26 @@ class _Tally:
         self.passes[row] = self.passes.get(row, 0) + passing
 
 
+#: What the summary counts of one index row: its row_index, run_index, status, reward and
+#: tokens (None when the row has none).
+SummaryFields = tuple[int, int, str, object, object]
+
+
 def summarize(rows: Iterable[Mapping[str, Any]], *, pass_threshold: float) -> dict[str, Any]:
     """The `summary` of `metrics.json` for index rows (see the module docstring)."""
+    fields = (
+        (row["row_index"], row["run_index"], row["status"], row.get("reward"), row.get("tokens"))
+        for row in rows
+    )
+    return summarize_fields(fields, pass_threshold=pass_threshold)
+
+
+def summarize_fields(rows: Iterable[SummaryFields], *, pass_threshold: float) -> dict[str, Any]:
+    """`summarize` of rows given by the fields it counts, without building their dicts (a
+    refresh of a big run summarises every item)."""
     tally = _Tally(pass_threshold)
-    for row in rows:
-        tally.add(
-            row["row_index"],
-            row["run_index"],
-            row["status"],
-            reward=row.get("reward"),
-            tokens=row.get("tokens"),
-        )
+    for row_index, run_index, status, reward, tokens in rows:
+        tally.add(row_index, run_index, status, reward=reward, tokens=tokens)
     completed = tally.completed
     summary: dict[str, Any] = {
         "total_samples": tally.total,
@@ -351,6 +360,7 @@ __all__ = [
     "Progress",
     "RunIdentity",
     "RunState",
+    "SummaryFields",
     "is_pass",
     "k_values",
     "metrics_document",
@@ -359,4 +369,5 @@ __all__ = [
     "progress",
     "recorded_pass_threshold",
     "summarize",
+    "summarize_fields",
 ]

@@ -32,12 +32,18 @@ from typing import Any
 
 from core.eval.results.durable import write_bytes_atomic, write_json_atomic
 from core.eval.results.folder import RunFolder
-from core.eval.results.index import index_line, index_row
-from core.eval.results.metrics import RunIdentity, RunState, metrics_document, summarize
+from core.eval.results.index import index_line, index_row, index_tokens
+from core.eval.results.metrics import (
+    RunIdentity,
+    RunState,
+    SummaryFields,
+    metrics_document,
+    summarize_fields,
+)
 from core.eval.results.progress import progress_document
 from core.eval.results.projections import project_item
 from core.eval.results.records import ItemKey, ItemResult
-from core.eval.results.trials import TrialsView
+from core.eval.results.trials import Trajectory, TrialsView
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +58,15 @@ REFRESH_INTERVAL_SEC = 2.0
 TRAJECTORY_WAIT_SEC = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _IndexEntry:
-    """An item's index row as a refresh made it, from `result` (kept to tell when it changed);
-    `since`: when the first entry of this result was made (the snapshots' clock)."""
+    """An item's index line as a refresh made it, from `result` (kept to tell when it changed)
+    and its `trajectory`'s verdict; `since`: when the first entry of this result was made (the
+    snapshots' clock). The line is kept, not the row's dict: a run keeps one per item."""
 
     result: ItemResult
     resumed: bool
-    row: dict[str, Any]
+    trajectory: Trajectory | None
     line: bytes
     since: float
 
@@ -70,8 +77,16 @@ class _IndexEntry:
         return (
             self.result is result
             and self.resumed == resumed
-            and ("trajectory_filename" in self.row or now - self.since >= TRAJECTORY_WAIT_SEC)
+            and (self.trajectory is not None or now - self.since >= TRAJECTORY_WAIT_SEC)
         )
+
+    def row(self) -> dict[str, Any]:
+        return index_row(self.result, trajectory=self.trajectory, resumed=self.resumed)
+
+    def summary_fields(self) -> SummaryFields:
+        result = self.result
+        tokens = index_tokens(result, self.trajectory)
+        return result.row_index, result.run_index, result.status, result.reward, tokens
 
 
 class Snapshots:
@@ -111,7 +126,7 @@ class Snapshots:
     ) -> list[dict[str, Any]]:
         """The index rows of `results`, every trajectory looked at (a summary when the files
         could not be written)."""
-        return [entry.row for entry in self._indexed(results, resumed, recheck=True)]
+        return [entry.row() for entry in self._indexed(results, resumed, recheck=True)]
 
     def write(
         self,
@@ -161,12 +176,13 @@ class Snapshots:
         for key in sorted(results) if project is None else project:
             self._project(results[key])
         entries = self._indexed(results, resumed, recheck=recheck)
-        rows = [entry.row for entry in entries]
         data = b"".join(entry.line for entry in entries)
         write_bytes_atomic(self.folder.index_path, data)
         write_bytes_atomic(self.folder.summary_path, data)  # the same bytes, as official
         write_json_atomic(self.folder.progress_path, self.progress)
-        summary = summarize(rows, pass_threshold=self.pass_threshold)
+        summary = summarize_fields(
+            (entry.summary_fields() for entry in entries), pass_threshold=self.pass_threshold
+        )
         document = metrics_document(
             summary, self.identity, state=state, duration_ms=duration_ms, completed_at=completed_at
         )
@@ -187,7 +203,7 @@ class Snapshots:
                 trajectory = self.trials.trajectory(result.rollout_id)
                 row = index_row(result, trajectory=trajectory, resumed=was_resumed)
                 since = now if entry is None or entry.result is not result else entry.since
-                entry = _IndexEntry(result, was_resumed, row, index_line(row), since)
+                entry = _IndexEntry(result, was_resumed, trajectory, index_line(row), since)
             entries[key] = entry
         self._index = entries
         return list(entries.values())
