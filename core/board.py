@@ -44,6 +44,7 @@ from core.rollout_record import (
     RequestOptions,
     RolloutRecord,
 )
+from core.spill_file import SpillFile
 from core.types import (
     PHASE_ORDER,
     TERMINAL_STATUSES,
@@ -150,6 +151,9 @@ class RolloutBoard:
         self._on_untrack = on_untrack
         self._on_not_admitted = on_not_admitted
         self.records: dict[str, RolloutRecord] = {}
+        #: Where finished rollouts' results are kept instead of memory, once a run sets it
+        #: (its run folder's; `core.spill_file`). None: in memory, packed.
+        self.spill: SpillFile | None = None
         self.stuck_after_sec = stuck_after_sec
         # `take_changes`'s, made by its first call: a headless run never takes changes, and a
         # feed nobody takes from would hold every id of the run. The others are `subscribe`'s.
@@ -486,7 +490,9 @@ class RolloutBoard:
         if record.finished and isinstance(record.observed, RolloutHandle):
             # Its handle has nothing more to observe: what it saw is kept, its polling state
             # is let go, so that a long run's finished rollouts cost what they show, no more.
-            record.observed = RecordedRollout.of(record.observed)
+            record.observed = RecordedRollout.of(record.observed, self.spill)
+            if self.spill is not None:
+                record.model.spill_to(self.spill)
 
     def _polled(self, record: RolloutRecord, transition: Transition) -> None:
         """A status a poll observed: a mark of its own unless the server reported it."""

@@ -25,6 +25,7 @@ from core.model_activity import ModelActivity
 from core.phases import PhaseMark, SkipReason, skipped_phases
 from core.reported_by import ReportedBy
 from core.result_head import ResultHead
+from core.spill_file import SpillFile
 from core.types import (
     PHASE_ORDER,
     RECEIVED,
@@ -98,7 +99,8 @@ class RecordedRollout:
 
     Its result is kept whole, or, for a finished handle's, packed: its JSON, a few hundred
     bytes where the parsed models take about eight times as much, parsed again each time the
-    details ask for it. Its `result_head` is what every row reads, always at hand."""
+    details ask for it, and kept in a spill file (`core.spill_file`) when the board has one.
+    Its `result_head` is what every row reads, always at hand."""
 
     status: RolloutStatus = RolloutStatus.QUEUED
     transitions: list[Transition] = field(default_factory=list)
@@ -109,10 +111,14 @@ class RecordedRollout:
     result_head: ResultHead | None = field(default=None, init=False)
     _result: RolloutResultResponse | None = field(default=None, init=False, repr=False)
     _packed: bytes | None = field(default=None, init=False, repr=False)
+    # Where the packed result went instead, and its key there.
+    _spill: SpillFile | None = field(default=None, init=False, repr=False)
+    _spilled: int = field(default=0, init=False, repr=False)
 
     @classmethod
-    def of(cls, handle: RolloutHandle) -> RecordedRollout:
-        """What `handle` observed, without its polling state (lease, headers, lock, task)."""
+    def of(cls, handle: RolloutHandle, spill: SpillFile | None = None) -> RecordedRollout:
+        """What `handle` observed, without its polling state (lease, headers, lock, task); its
+        result packed, and written to `spill` when there is one."""
         recorded = cls(
             status=handle.status,
             transitions=handle.transitions,
@@ -125,20 +131,28 @@ class RecordedRollout:
         if result is not None:
             recorded.result_head = ResultHead.of(result)
             # Only the fields the server sent: parsed again, the same model, to its fields set.
-            recorded._packed = result.model_dump_json(exclude_unset=True).encode()
+            packed = result.model_dump_json(exclude_unset=True).encode()
+            key = None if spill is None else spill.put(packed)
+            if key is None:
+                recorded._packed = packed
+            else:
+                recorded._spill, recorded._spilled = spill, key
         return recorded
 
     @property
     def latest_result(self) -> RolloutResultResponse | None:
         packed = self._packed
         if packed is None:
-            return self._result
+            if self._spill is None:
+                return self._result
+            packed = self._spill.get(self._spilled)
         return RolloutResultResponse.model_validate_json(packed, context=RECEIVED)
 
     @latest_result.setter
     def latest_result(self, result: RolloutResultResponse | None) -> None:
         self._result = result
         self._packed = None
+        self._spill = None
         self.result_head = None if result is None else ResultHead.of(result)
 
 

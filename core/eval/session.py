@@ -48,6 +48,7 @@ from core.eval.startup import RunServices, StartupStep
 from core.eval.steering import RunControl
 from core.eval.summary import EvalSummary
 from core.rollout_record import RequestOptions
+from core.spill_file import SpillFile
 from core.task_end import cancel_and_wait
 from core.types import OTLP_ENDPOINT_ENV, PREVIEW_ROOT_ENV
 
@@ -324,6 +325,8 @@ class EvalSession:
                     CallLog(folder.calls_path, origin=transitions.started_at)
                 )
                 snapshots = self._snapshots(folder, started_wall)
+                # Finished rollouts' results, read back when the details or an export ask.
+                self.board.spill = SpillFile(folder.path)
                 # Every result carried over, until this invocation records its item again.
                 resumed = set(done) | set(outside)
                 snapshots.write(ChainMap(done, outside), resumed)
