@@ -2,13 +2,18 @@
 
 The board keeps one `ModelActivity` per rollout (on its record) and feeds it from the
 gateway's hooks; `ModelCallReport` is the shape of a call it is given, so that the Protocol
-part needs nothing of the eval. No Textual here.
+part needs nothing of the eval. A finished rollout's calls go to the run's spill file
+(`core.spill_file`): with real conversations they are most of what a rollout costs. No Textual
+here.
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from core.spill_file import SpillFile
 
 # Model calls a record keeps (the latest that ended); its counts and sums cover every call.
 MODEL_CALLS_KEPT = 50
@@ -58,10 +63,10 @@ class ModelCallReport(Protocol):
 class ModelActivity:
     """A rollout's model calls, as the gateway reported them while they happened."""
 
-    recent: list[ModelCallReport] = field(default_factory=list)
-    """The latest calls that ended, oldest first (at most `MODEL_CALLS_KEPT`; added by
-    `keep`). A list, not a bounded deque: a deque takes 624 bytes before its first call, and
-    a long run keeps one activity per finished rollout."""
+    # `recent`'s list; None once it went to a spill file (`spill_to`), under `_spilled`.
+    _recent: list[ModelCallReport] | None = field(default_factory=list, repr=False)
+    _spill: SpillFile | None = field(default=None, repr=False)
+    _spilled: int = field(default=0, repr=False)
     in_flight: dict[int, ModelCallReport] = field(default_factory=dict)
     """The calls waiting for the model now, by call id, oldest first."""
     calls: int = 0
@@ -77,6 +82,31 @@ class ModelActivity:
     first_started_at: float | None = None
     """When its first call began (monotonic): from then on the rollout was running
     (`RolloutBoard` makes it the rollout's `running` mark when nothing says better)."""
+
+    @property
+    def recent(self) -> list[ModelCallReport]:
+        """The latest calls that ended, oldest first (at most `MODEL_CALLS_KEPT`; added by
+        `keep`). A list, not a bounded deque: a deque takes 624 bytes before its first call,
+        and a long run keeps one activity per finished rollout. Read back from the spill
+        file once the calls went there: a copy, each time."""
+        recent = self._recent
+        if recent is None:
+            assert self._spill is not None
+            # Bytes this process wrote to its own unlinked file (`spill_to`): nobody else's.
+            calls: list[ModelCallReport] = pickle.loads(self._spill.get(self._spilled))
+            return calls
+        return recent
+
+    def spill_to(self, spill: SpillFile) -> None:
+        """Keep the ended calls in `spill` rather than in memory (its rollout finished: they
+        are read when someone looks at them, if ever). Kept where they are when it cannot
+        take them."""
+        recent = self._recent
+        if not recent:
+            return
+        key = spill.put(pickle.dumps(recent, protocol=pickle.HIGHEST_PROTOCOL))
+        if key is not None:
+            self._recent, self._spill, self._spilled = None, spill, key
 
     @property
     def waiting_since(self) -> float | None:
@@ -110,13 +140,17 @@ class ModelActivity:
             self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
 
     def keep(self, call: ModelCallReport) -> None:
-        """Add the ended `call` to `recent`, letting the oldest go past `MODEL_CALLS_KEPT`."""
-        self.recent.append(call)
-        if len(self.recent) > MODEL_CALLS_KEPT:
-            del self.recent[0]
+        """Add the ended `call` to `recent`, letting the oldest go past `MODEL_CALLS_KEPT`
+        (a call ending after its rollout brings the spilled calls back to memory)."""
+        recent = self.recent
+        recent.append(call)
+        if len(recent) > MODEL_CALLS_KEPT:
+            del recent[0]
+        self._recent, self._spill = recent, None
 
     def latest(self) -> ModelCallReport | None:
         """The call started last: the newest in flight, else the latest that ended."""
         if self.in_flight:
             return next(reversed(self.in_flight.values()))
-        return self.recent[-1] if self.recent else None
+        recent = self.recent
+        return recent[-1] if recent else None

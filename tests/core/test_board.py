@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,8 +13,9 @@ import pytest
 from core import RolloutClient, RolloutStatus
 from core.board import RolloutBoard
 from core.eval.results.calls import ModelCall
-from core.model_activity import MODEL_CALLS_KEPT
+from core.model_activity import MODEL_CALLS_KEPT, ModelActivity
 from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
+from core.spill_file import SpillFile
 from tests.conftest import Serve
 from tests.core.test_client import CHAT_URL, PROMPT, FaultyTransport, real_server
 from tests.polling import eventually
@@ -57,8 +59,13 @@ def test_a_rollout_seen_queued_then_success_skipped_two_phases_unobserved() -> N
     assert record.finished and not record.in_flight
 
 
-async def test_observed_phases_of_a_graded_success(serve: Serve) -> None:
+@pytest.mark.parametrize("spilled", [False, True], ids=["in-memory", "spilled"])
+async def test_observed_phases_of_a_graded_success(
+    serve: Serve, tmp_path: Path, spilled: bool
+) -> None:
     board = RolloutBoard()
+    if spilled:
+        board.spill = SpillFile(tmp_path)
     async with real_server(serve) as srv, srv.client() as client:
         record = await track(
             board, client, "graded", label="42", metadata={"sleep": 0.3, "grade_sleep": 0.3}
@@ -66,8 +73,10 @@ async def test_observed_phases_of_a_graded_success(serve: Serve) -> None:
         handle = record.handle
         assert handle is not None
         await settle(record)
-    # Its polling over, the record keeps the result packed: it reads back as it was received,
-    # to the fields the server set, and its head has what the rows read.
+    # Its polling over, the record keeps the result packed (in the spill file when the board
+    # has one, which leaves no name behind): it reads back as it was received, to the fields
+    # the server set, and its head has what the rows read.
+    assert not any(tmp_path.iterdir())  # noqa: ASYNC240 (a test's tmp folder)
     assert record.handle is None and handle.latest_result is not None
     assert record.latest_result == handle.latest_result
     assert record.latest_result.model_fields_set == handle.latest_result.model_fields_set
@@ -343,3 +352,23 @@ def test_a_record_keeps_its_latest_calls_and_counts_every_one() -> None:
     assert len(activity.recent) == MODEL_CALLS_KEPT
     assert activity.recent[0].call_id == 11
     assert (activity.calls, activity.tokens) == (MODEL_CALLS_KEPT + 10, MODEL_CALLS_KEPT + 10)
+
+
+def test_a_finished_rollouts_calls_read_back_from_the_spill_file(tmp_path: Path) -> None:
+    activity = ModelActivity()
+    activity.spill_to(SpillFile(tmp_path))  # nothing ended yet: nothing to keep elsewhere
+    calls = [model_call("done", n, started=float(n)) for n in (1, 2, 3)]
+    for call in calls[:2]:
+        activity.started(call)
+        activity.ended(ended(call, call.started_monotonic + 0.5, reply_text=f"r{call.call_id}"))
+    kept = activity.recent
+    activity.started(calls[2])  # abandoned later, after its rollout ended
+    spill = SpillFile(tmp_path)
+    activity.spill_to(spill)
+    # Read back as they were, each time; the counts and the latest call stay at hand.
+    assert activity.recent == kept and activity.recent is not activity.recent
+    assert activity.latest() == calls[2] and activity.calls == 3
+    activity.ended(ended(calls[2], 4.0, status=None))
+    assert [call.call_id for call in activity.recent] == [1, 2, 3]
+    assert activity.recent is activity.recent  # back in memory with the late call
+    assert activity.failed == 1 and activity.latest() is not None
