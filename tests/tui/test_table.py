@@ -18,6 +18,7 @@ from tests.tui.states import (
     running_board,
 )
 from tui.widgets.phase_track import phase_track
+from tui.widgets.table import rollout_table
 from tui.widgets.table.columns import COLUMNS, layout_columns, row_cells
 from tui.widgets.table.rollout_table import RolloutTable
 from tui.widgets.table.sorting import Sort
@@ -253,3 +254,25 @@ async def test_a_costly_reorder_by_a_change_waits_for_a_tick_and_the_users_never
         table._reorder_cost = 10.0
         app.sort = Sort("status", descending=True)  # the user's: at once
         assert app.board.records[table.order[0]].display_status == "success"
+
+
+async def test_the_rendered_rows_kept_are_bounded_however_far_the_rows_scroll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Paging through a finished run, whose rows never change again: the table keeps the rows
+    rendered last, not every row it ever drew."""
+    monkeypatch.setattr(rollout_table, "STRIPS_KEPT", 40)
+    app = build_app(StaticSource(finished_board(240), total=240))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.table
+        for _ in range(12):
+            await pilot.press("pagedown")
+            await pilot.pause()
+            assert len(table._strips) <= 40
+        assert int(table.scroll_offset.y) > 100
+        # What is on the screen is drawn as ever, the rows evicted long ago included.
+        await pilot.press("home")
+        await pilot.pause()
+        first = f"{0:032x}"
+        assert first[:10] in row_text(app, first)

@@ -41,6 +41,11 @@ COSTLY_REORDER_SEC = 0.02
 #: the last: re-sorting 100,000 rows by a column that moves every second took two thirds of a
 #: core (bench/dashboard.py). The user's own sort, filter or jump is never put off.
 REORDER_GAP = 10
+#: Rendered rows kept, far more than any terminal shows. A row's strip is kept until the row
+#: changes, and a finished row never changes again: paging through a big finished run (or a
+#: replay of one) kept every row it passed, ~3.6 KB each at 160 columns. Past this the row
+#: rendered longest ago goes first.
+STRIPS_KEPT = 1024
 
 
 class RolloutTable(ScrollView, can_focus=True):
@@ -470,14 +475,15 @@ class RolloutTable(ScrollView, can_focus=True):
         rollout_id = self.rollout_at(y)
         if rollout_id is None:
             return Strip.blank(width, base)
-        strip = self._strips.get(rollout_id)
+        strips = self._strips
+        strip = strips.get(rollout_id)
         if strip is None:
             record = self.board.records.get(rollout_id)
             if record is None:
                 return Strip.blank(width, base)
-            strip = self._strips[rollout_id] = self._render_row(record, base).crop_extend(
-                0, width, base
-            )
+            if len(strips) >= STRIPS_KEPT:
+                del strips[next(iter(strips))]
+            strip = strips[rollout_id] = self._render_row(record, base).crop_extend(0, width, base)
         if rollout_id == self.cursor_id:
             strip = overlay(strip, self._background("rollout-table--cursor"))
         return strip
