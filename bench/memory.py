@@ -1,8 +1,11 @@
-"""Memory per finished work item: what a long headless eval keeps of each rollout it is done with.
+"""Memory per finished work item: what a long eval keeps of each rollout it is done with.
 
 Processes: the stub model (answering at once), two of our rollout servers running the benchmark
 rollout (`bench/workflow.py`), and the eval, an `EvalSession` in a process of its own (what
-`osmosis-tui eval --server ... --headless` runs), `IN_FLIGHT` rollouts at once.
+`osmosis-tui eval --server ... --headless` runs), `IN_FLIGHT` rollouts at once. With
+`--dashboard`, the eval is run by the dashboard instead (`LiveSource`, what `osmosis-tui eval`
+runs without `--headless`), in a headless terminal of 160 x 48 following the newest row, so
+that every row is drawn.
 
 The eval's resident memory is read when the first `WARM_SHARE` of the items have finished (the
 in-flight set, the gateway's and the servers' connections, every cache warm: what the run holds
@@ -29,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.procs import ROOT, started
-from bench.scale import multiply_session
+from bench.scale import multiply_plan
 from bench.table import Figure
+from core.eval import EvalSession
+from core.eval.summary import EvalSummary
+from tui.sources.live import LiveSource
 
 ITEMS = 30_000
 IN_FLIGHT = 128
@@ -44,11 +50,19 @@ def _rss_kb() -> float:
         return int(statm.read().split()[1]) * 4096 / 1024
 
 
-async def run_eval(servers: list[str], chat_url: str, items: int, folder: Path) -> dict[str, Any]:
-    """The eval process: `items` work items over `servers`, with the two memory marks."""
+async def run_eval(
+    servers: list[str], chat_url: str, items: int, folder: Path, *, dashboard: bool
+) -> dict[str, Any]:
+    """The eval process: `items` work items over `servers`, with the two memory marks; with
+    `dashboard`, run by the dashboard (see `_dashboard_run`)."""
     from core.eval.gc_tuning import settled_for_a_run
 
-    session = multiply_session(servers, chat_url, items, IN_FLIGHT, folder, name="memory")
+    plan = multiply_plan(servers, chat_url, items, IN_FLIGHT, folder, name="memory")
+    if dashboard:
+        source = LiveSource(plan, rerun="python -m bench.memory")
+        session = source.session
+    else:
+        session = EvalSession(plan)
     marks: dict[str, float] = {}
     warm_at = int(items * WARM_SHARE)
     snapshot: list[tracemalloc.Snapshot] = []
@@ -64,7 +78,7 @@ async def run_eval(servers: list[str], chat_url: str, items: int, folder: Path) 
     watcher = asyncio.ensure_future(watch())
     started_at = time.monotonic()
     with settled_for_a_run():  # as `osmosis-tui eval` runs
-        summary = await session.run()
+        summary = await (_dashboard_run(source) if dashboard else session.run())
         # Read before the session's objects can go: what the finished run still holds.
         marks["end_kb"] = _rss_kb()
         marks["end_finished"] = len(summary.results)
@@ -83,6 +97,7 @@ async def run_eval(servers: list[str], chat_url: str, items: int, folder: Path) 
     )
     return {
         "items": items,
+        "dashboard": dashboard,
         "finished": marks["end_finished"],
         "failures": failed + items - marks["end_finished"],
         "wall_s": time.monotonic() - started_at,
@@ -93,7 +108,26 @@ async def run_eval(servers: list[str], chat_url: str, items: int, folder: Path) 
     }
 
 
-def measure(py: str, items: int = ITEMS, *, trace: bool = False) -> dict[str, Any]:
+async def _dashboard_run(source: LiveSource) -> EvalSummary:
+    """The eval as `osmosis-tui eval` runs it with the dashboard: the app in a headless
+    terminal of 160 x 48, following the newest row, so that every row is drawn once; its
+    summary, read while the app is still open (what the finished run holds, the table's
+    included)."""
+    from tui.app import create_app
+
+    app = create_app(source)
+    async with app.run_test(size=(160, 48)):
+        app.follow = True
+        while source.summary is None:
+            if source.ended:  # the run failed as a whole
+                raise RuntimeError(source.failure or "the run ended without a summary")
+            await asyncio.sleep(0.1)
+        return source.summary
+
+
+def measure(
+    py: str, items: int = ITEMS, *, trace: bool = False, dashboard: bool = False
+) -> dict[str, Any]:
     with ExitStack() as stack:
         _chat_pid, chat_port = stack.enter_context(started([py, "bench/servers.py", "chat"]))
         servers = [
@@ -109,6 +143,7 @@ def measure(py: str, items: int = ITEMS, *, trace: bool = False) -> dict[str, An
                 *("--servers", ",".join(f"http://127.0.0.1:{port}" for _, port in servers)),
                 *("--chat-url", f"http://127.0.0.1:{chat_port}/v1"),
                 *("--items", str(items), "--folder", str(tmp)),
+                *(("--dashboard",) if dashboard else ()),
             ],
             cwd=ROOT,
             capture_output=True,
@@ -119,7 +154,8 @@ def measure(py: str, items: int = ITEMS, *, trace: bool = False) -> dict[str, An
 
 
 def figures(result: dict[str, Any]) -> list[Figure]:
-    where = f"memory: a headless eval of {result['items']:,} items, {IN_FLIGHT} in flight"
+    how = "with the dashboard" if result.get("dashboard") else "headless"
+    where = f"memory: an eval of {result['items']:,} items {how}, {IN_FLIGHT} in flight"
     return [
         Figure(
             f"{where}: failures",
@@ -148,16 +184,25 @@ def main() -> None:
     parser.add_argument("--folder", type=Path)
     parser.add_argument("--items", type=int, default=ITEMS, help="work items of the run")
     parser.add_argument("--trace", action="store_true", help="name what holds the memory")
+    parser.add_argument(
+        "--dashboard", action="store_true", help="the eval run by the dashboard (not headless)"
+    )
     args = parser.parse_args()
     if args.eval:
         result = asyncio.run(
-            run_eval(args.servers.split(","), args.chat_url, args.items, args.folder)
+            run_eval(
+                args.servers.split(","),
+                args.chat_url,
+                args.items,
+                args.folder,
+                dashboard=args.dashboard,
+            )
         )
         print(json.dumps(result))
         return
     from bench.table import format_table
 
-    result = measure(sys.executable, args.items, trace=args.trace)
+    result = measure(sys.executable, args.items, trace=args.trace, dashboard=args.dashboard)
     print("\n".join(result.pop("sites")))
     print(json.dumps(result))
     print(format_table(figures(result)))

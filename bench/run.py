@@ -207,6 +207,10 @@ def main() -> None:
     )
     print("memory per finished item ...", flush=True)
     report["memory"] = memory.measure(py, 3_000 if quick else memory.ITEMS)
+    print("memory per finished item, the dashboard open ...", flush=True)
+    report["memory_dashboard"] = memory.measure(
+        py, 3_000 if quick else memory.ITEMS, dashboard=True
+    )
     report["startup"] = cli_startup()
     print("compare: two runs of 100,000 work items ...", flush=True)
     report["compare"] = compare_runs.measure(
@@ -363,6 +367,7 @@ def format_report(report: dict[str, Any]) -> str:
         *scale.figures(report["scale"]),
         # A results file of a run before the memory benchmark has none.
         *(memory.figures(report["memory"]) if "memory" in report else ()),
+        *(memory.figures(report["memory_dashboard"]) if "memory_dashboard" in report else ()),
         *other_figures(report),
         # A results file of a run before the compare benchmark has none.
         *compare_runs.figures(report.get("compare", [])),

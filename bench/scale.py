@@ -37,7 +37,7 @@ from bench.procs import ROOT, cpu_seconds, started
 from bench.table import Figure, ms
 
 if TYPE_CHECKING:
-    from core.eval import EvalSession
+    from core.eval import EvalPlan, EvalSession
 
 SERVERS = 4
 # Spread, so that rollouts end (and the next ones start) steadily rather than in waves.
@@ -78,7 +78,16 @@ def multiply_session(
 ) -> EvalSession:
     """An eval (run `name`, under `folder`) of `total` rows asking the product of two numbers
     (the benchmark rollout's task), over `servers`, `in_flight` at once."""
-    from core.eval import EvalRequest, EvalSession, prepare
+    from core.eval import EvalSession
+
+    return EvalSession(multiply_plan(servers, chat_url, total, in_flight, folder, name=name))
+
+
+def multiply_plan(
+    servers: list[str], chat_url: str, total: int, in_flight: int, folder: Path, *, name: str
+) -> EvalPlan:
+    """The plan of `multiply_session`'s eval (its dataset written under `folder`)."""
+    from core.eval import EvalRequest, prepare
 
     pick = random.Random(5)
     dataset = folder / "rows.jsonl"
@@ -89,7 +98,7 @@ def multiply_session(
                 json.dumps({"user_prompt": f"What is {a} * {b}?", "ground_truth": str(a * b)})
             )
             out.write("\n")
-    plan = prepare(
+    return prepare(
         EvalRequest(
             dataset_file=dataset,
             servers=tuple(servers),
@@ -99,7 +108,6 @@ def multiply_session(
             name=name,
         )
     )
-    return EvalSession(plan)
 
 
 async def run_eval(
