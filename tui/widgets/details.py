@@ -337,7 +337,9 @@ def _model_calls(
     calls.add_column("latency", no_wrap=True, justify="right")
     calls.add_column("tokens", no_wrap=True, justify="right")
     calls.add_column("status", ratio=1, overflow="fold")
-    listed = [*activity.recent, *activity.in_flight.values()][-CALLS_LISTED:]
+    # Read once: a finished rollout's calls are read back from the spill file.
+    recent = activity.recent
+    listed = [*recent, *activity.in_flight.values()][-CALLS_LISTED:]
     for call in listed:
         latency = call.latency_sec
         calls.add_row(
@@ -351,7 +353,7 @@ def _model_calls(
     if latest is not None:
         request = masked(content_text(latest.request_text) or "-")
         rows.append(("last request", plain(_short(request), wrap=True)))
-    replied = activity.recent[-1] if activity.recent else None
+    replied = recent[-1] if recent else None
     if replied is not None:
         # Model text is shown as text, never markup (message parts: their text, not JSON).
         if replied.status == 200:

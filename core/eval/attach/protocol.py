@@ -336,10 +336,12 @@ def record_state(record: RolloutRecord, origin: float, *, first: bool) -> dict[s
 
 
 def _model_state(activity: ModelActivity, origin: float) -> dict[str, Any]:
-    calls = [*activity.recent, *activity.in_flight.values()][-MODEL_CALLS_SENT:]
+    # Read once: a finished rollout's calls are read back from the spill file.
+    recent = activity.recent
+    calls = [*recent, *activity.in_flight.values()][-MODEL_CALLS_SENT:]
     # The texts of the latest request and the latest reply only: what the details show.
     latest = activity.latest()
-    replied = activity.recent[-1] if activity.recent else None
+    replied = recent[-1] if recent else None
     return {
         "calls": activity.calls,
         "failed": activity.failed,
