@@ -632,7 +632,11 @@ class DashboardApp(App[None]):
 
     def action_server_filter(self) -> None:
         # A watch's rows name their server as its events do (`server_id`), not by its URL.
-        servers = [] if self.source.is_watch else [server.url for server in self.source.servers()]
+        servers = (
+            []
+            if self.source.is_watch
+            else [server.url for server in self.source.servers() if not server.step]
+        )
         servers += [record.server for record in self.board if record.server]
         self.filter_server = next_server(self.filter_server, servers)
 

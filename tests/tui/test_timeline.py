@@ -11,11 +11,11 @@ import pytest
 from core.eval.timeline.model import MarkerKind
 from tests.tui.helpers import screen_lines, status_line
 from tests.tui.recordings import replay_app
-from tests.tui.states import NOW, T0, build_app, rollout_id
+from tests.tui.states import NOW, SERVER, T0, build_app, rollout_id
 from tests.tui.timeline_states import live_timeline_source, write_timeline_run
 from tui.app import DashboardApp
 from tui.bindings import help_lines, palette_commands
-from tui.sources.base import STARTING
+from tui.sources.base import STARTING, step_view
 
 SIZE = (120, 40)
 
@@ -168,11 +168,15 @@ async def test_the_start_up_steps_are_no_server_lanes() -> None:
     """While the servers start, the header shows the start-up's step in their place: the
     timeline draws no lane for it."""
     source = live_timeline_source()
-    source.server_states = [STARTING, *source.server_states]
+    # The step that reads the servers' /health names their URLs: it is a step all the same.
+    reading = step_view(f"reading /health of {SERVER}")
+    source.server_states = [STARTING, reading, *source.server_states]
     app = build_app(source)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         await pilot.pause()
         lanes = app.timeline_pane.timeline.lanes()
-        assert STARTING.url not in lanes
+        assert STARTING.url not in lanes and reading.url not in lanes
         assert "http://127.0.0.1:8440" in lanes  # down now: its span is drawn
+        await pilot.press("escape", "v", "v")  # the server filter steps through servers only
+        assert app.filter_server == "http://127.0.0.1:8440"

@@ -80,7 +80,7 @@ class TimelineFlow:
             ServerSeen(server.url, server.state, server.restarts)
             for server in app.source.servers()
             # Not the start-up's steps, which stand in the header's place for the servers.
-            if server.watched and "://" in server.url
+            if server.watched and not server.step
         ]
         timeline = follower.update(
             app.now(), dispatch=app.source.dispatch(), servers=servers, records=self.is_open

@@ -149,9 +149,8 @@ class ServersScreen(ModalScreen[None]):
         drawn again only when one of them changed."""
         if not self.table.ordered_columns:
             return  # pushed, not mounted yet: its mount draws it
-        views = {
-            view.url: view for view in self.source.servers() if "://" in view.url
-        }  # not the start-up's steps, which stand in the servers' place while they start
+        # Not the start-up's steps, which stand in the servers' place while they start.
+        views = {view.url: view for view in self.source.servers() if not view.step}
         self._views = views
         accounts = server_accounts(self.board.records.values(), self._now())
         # A watch's rollouts name their server by its events' server_id, not its URL.

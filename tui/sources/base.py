@@ -41,6 +41,9 @@ class ServerView:
     #: Its /health `instance_id`, the `server_id` its ownership events name it by when its
     #: rollouts are known by those alone (a watch's); None otherwise.
     server_id: str | None = None
+    #: True for a start-up step standing in the servers' place while they start (its `url`
+    #: says what is being done, and may name the servers' URLs): never a server's line.
+    step: bool = False
 
 
 def slot_view(slot: RolloutServerSlot, state: str, *, watched: bool) -> ServerView:
@@ -59,7 +62,13 @@ def slot_view(slot: RolloutServerSlot, state: str, *, watched: bool) -> ServerVi
     )
 
 
-STARTING = ServerView("servers", "starting")
+def step_view(doing: str, latest: str | None = None) -> ServerView:
+    """A start-up step in the servers' place while they start: what is being done (it may
+    name their URLs), and its latest output line."""
+    return ServerView(doing, "starting", detail=latest, step=True)
+
+
+STARTING = step_view("servers")
 """The header's place for the servers before the run has any: "○ servers starting"."""
 
 

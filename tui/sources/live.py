@@ -19,7 +19,7 @@ from core.eval.results.records import ItemKey, ItemResult
 from core.eval.servers.pool import shown_state
 from core.eval.session import REFUSED_AT_START
 from core.rollout_record import RequestOptions
-from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView, slot_view
+from tui.sources.base import STARTING, NewRollout, RunEnding, ServerView, slot_view, step_view
 from tui.sources.pass_rule import PassRule
 
 
@@ -170,7 +170,7 @@ class LiveSource:
             step = self.session.startup_step
             if step is None:
                 return [STARTING]
-            return [ServerView(step.doing, "starting", detail=step.latest)]
+            return [step_view(step.doing, step.latest)]
         launched = self.plan.mode != "servers"
         return [
             slot_view(slot, shown_state(slot, run_over=ended, launched=launched), watched=not ended)
