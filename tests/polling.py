@@ -50,17 +50,20 @@ def eventually_sync(
     *,
     timeout: float = TIMEOUT_SEC,
     interval: float = INTERVAL_SEC,
+    explain: Callable[[], str] | None = None,
 ) -> T:
-    """`eventually` for a thread that has no event loop to yield to: sleeps between calls."""
+    """`eventually` for a thread that has no event loop to yield to: sleeps between calls.
+    `explain` says what else the failure should show (another process's output, say)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() >= deadline:
-            _timed_out(what, timeout, value)
+            _timed_out(what, timeout, value, explain() if explain is not None else "")
         time.sleep(interval)
 
 
-def _timed_out(what: str, timeout: float, last: object) -> NoReturn:
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last seen: {reprlib.repr(last)})")
+def _timed_out(what: str, timeout: float, last: object, explained: str = "") -> NoReturn:
+    message = f"timed out after {timeout} s waiting for {what} (last seen: {reprlib.repr(last)})"
+    pytest.fail(f"{message}\n{explained}" if explained else message)

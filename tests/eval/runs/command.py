@@ -10,10 +10,13 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.polling import eventually_sync
 
 REPO = Path(__file__).resolve().parents[3]
 SECRET_ENV = ("ROLLOUT_LLM_API_KEY", "OSMOSIS_ROLLOUT_SERVER_API_KEY")
@@ -105,6 +108,23 @@ class RunningEval:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text()
+
+    def until(self, condition: Callable[[], object], what: str) -> None:
+        """Wait for `condition` while the eval runs; fail with its output if it ends first
+        or the wait times out."""
+        eventually_sync(
+            lambda: condition() or self.process.poll() is not None, what, explain=self.output
+        )
+        if not condition():
+            pytest.fail(f"the eval ended before {what}\n{self.output()}")
+
+    def output(self) -> str:
+        """Its exit status (None while it runs) and the ends of its stdout and stderr."""
+        tail = -4000
+        return (
+            f"exit status: {self.process.poll()}\n"
+            f"stdout:\n{self.stdout_path.read_text()[tail:]}\nstderr:\n{self.stderr()[tail:]}"
+        )
 
     def send_signal(self, signum: int) -> None:
         self.process.send_signal(signum)

@@ -22,7 +22,6 @@ from core.eval.servers.launcher import free_port
 from tests.eval.runs.command import run_eval, start_eval
 from tests.eval.runs.files import multiply_rows, read_jsonl, write_jsonl
 from tests.eval.runs.servers import ServedDemo, start_served_demo
-from tests.polling import eventually_sync
 
 NAME = "fleet.test"
 # Runs the command after it with the hosts file ($0) in place of /etc/hosts, for it alone.
@@ -70,14 +69,14 @@ def test_a_name_of_several_addresses_is_a_fleet_followed_while_the_run_lives(
             within=(*WITH_HOSTS, str(hosts_file)),
         )
         folder = tmp_path / ".osmosis" / "evals" / "fleet"
-        eventually_sync(lambda: len(read_jsonl(folder / "events.jsonl")) >= 12, "12 finished items")
+        run.until(lambda: len(read_jsonl(folder / "events.jsonl")) >= 12, "12 finished items")
         # In place, as an edit of /etc/hosts is: the bind mount follows the file, not a name.
         edit_hosts(hosts_file, hosts(11, 12, 13, 14))
         joined = f"server http://127.0.0.14:{port} joined the servers (accepting)"
-        eventually_sync(lambda: joined in run.stdout_path.read_text(), "the server to join")
+        run.until(lambda: joined in run.stdout_path.read_text(), "the server to join")
         edit_hosts(hosts_file, hosts(11, 13, 14))
         left = f"server http://127.0.0.12:{port} left the servers"
-        eventually_sync(lambda: left in run.stdout_path.read_text(), "the server to leave")
+        run.until(lambda: left in run.stdout_path.read_text(), "the server to leave")
         servers[12].kill()  # then gone for good, its rollouts in flight with it
         _, stderr = run.finish()
     finally:
