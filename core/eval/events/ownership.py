@@ -17,6 +17,7 @@ that reported it first (`core.board`).
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
@@ -90,7 +91,9 @@ class OwnershipEvent:
             "server",
             server_time=self.server_time,
             event_sequence=self.event_sequence,
-            server_id=self.server_id,
+            # One string per server, not one per mark: a long run keeps four marks per
+            # finished rollout, each with the id parsed afresh from its event.
+            server_id=sys.intern(self.server_id),
         )
 
 
