@@ -214,7 +214,7 @@ class RolloutBoard:
             row_index=row_index,
             run_index=run_index,
             source_row_index=source_row_index,
-            options=options,
+            request=options,
             server=server,
             submitted_at=handle.transitions[0].at if submitted_at is None else submitted_at,
             observed=handle,
@@ -243,7 +243,7 @@ class RolloutBoard:
             row_index=row_index,
             run_index=run_index,
             source_row_index=source_row_index,
-            options=options,
+            request=options,
             server=server,
             submitted_at=time.monotonic() if submitted_at is None else submitted_at,
             observed=RecordedRollout(grade=options.grade if options is not None else None),
@@ -280,7 +280,7 @@ class RolloutBoard:
                 row_index=row_index,
                 run_index=run_index,
                 source_row_index=source_row_index,
-                options=None,
+                request=None,
                 server="",
                 submitted_at=at,
                 observed=RecordedRollout(grade=grade),
@@ -291,8 +291,7 @@ class RolloutBoard:
         if not isinstance(recording, RecordedRollout):
             raise ValueError(f"rollout {rollout_id} is followed through its handle")
         if not recording.transitions or recording.status != status:
-            recording.status = status
-            recording.transitions.append(Transition(status, at))
+            recording.seen(Transition(status, at))
         if result is not None:
             recording.latest_result = result
         if known:
@@ -363,7 +362,7 @@ class RolloutBoard:
                 rollout_id=rollout_id,
                 row_index=None,
                 run_index=None,
-                options=None,
+                request=None,
                 server=reported_by.server_id,
                 submitted_at=mark.at,
                 client=canceller,
@@ -493,6 +492,7 @@ class RolloutBoard:
             record.observed = RecordedRollout.of(record.observed, self.spill)
             if self.spill is not None:
                 record.model.spill_to(self.spill)
+                record.spill_request(self.spill)
 
     def _polled(self, record: RolloutRecord, transition: Transition) -> None:
         """A status a poll observed: a mark of its own unless the server reported it."""

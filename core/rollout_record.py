@@ -16,12 +16,14 @@ source knows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import pickle
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity
+from core.packed_transitions import PackedTransitions
 from core.phases import PhaseMark, SkipReason, skipped_phases
 from core.reported_by import ReportedBy
 from core.result_head import ResultHead
@@ -103,7 +105,8 @@ class RecordedRollout:
     Its `result_head` is what every row reads, always at hand."""
 
     status: RolloutStatus = RolloutStatus.QUEUED
-    transitions: list[Transition] = field(default_factory=list)
+    #: A finished handle's are packed (they never change again); `seen` adds one.
+    transitions: list[Transition] | PackedTransitions = field(default_factory=list)
     grade: bool | None = None
     polls: int = 0
     poll_retries: int = 0
@@ -121,7 +124,7 @@ class RecordedRollout:
         result packed, and written to `spill` when there is one."""
         recorded = cls(
             status=handle.status,
-            transitions=handle.transitions,
+            transitions=PackedTransitions(handle.transitions),
             grade=handle.grade,
             polls=handle.polls,
             poll_retries=handle.poll_retries,
@@ -138,6 +141,14 @@ class RecordedRollout:
             else:
                 recorded._spill, recorded._spilled = spill, key
         return recorded
+
+    def seen(self, transition: Transition) -> None:
+        """A status observed (a recording's next line): it is the status from now on."""
+        transitions = self.transitions
+        if not isinstance(transitions, list):
+            transitions = self.transitions = list(transitions)
+        transitions.append(transition)
+        self.status = transition.status
 
     @property
     def latest_result(self) -> RolloutResultResponse | None:
@@ -166,7 +177,9 @@ class RolloutRecord:
     #: rows (EVAL.md §3). None for a rollout sent by hand.
     row_index: int | None
     run_index: int | None
-    options: RequestOptions | None
+    #: What was asked of the server: read it as `options`, which finds it wherever it is
+    #: (here, or in the spill file once the rollout finished: `spill_request`).
+    request: RequestOptions | None
     server: str
     submitted_at: float
     #: The dataset's own row (its 0-based record in the file, what `--rows` selects): the row
@@ -205,9 +218,51 @@ class RolloutRecord:
     #: (an official run's, or one the official tool ran in a run resumed with it), whose
     #: dispatch and result are known but not when it was queued, running or grading.
     phases_recorded: bool = True
+    # Where `request` went once the rollout finished, and its key there (`spill_request`).
+    _spill: SpillFile | None = field(default=None, init=False, repr=False)
+    _spilled_request: int = field(default=0, init=False, repr=False)
+    # Its label, kept at hand when `request` went there: the `/` filter reads every row's.
+    _spilled_label: str | None = field(default=None, init=False, repr=False)
     # The last text masked and its masked form: read on every repaint, it changes rarely.
     _shown_poll_error: tuple[str, str] | None = field(default=None, init=False, repr=False)
     _shown_head: tuple[ResultHead, ResultHead] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def options(self) -> RequestOptions | None:
+        """What was asked of the server (its initial messages, chat URL, label, metadata):
+        what the details show and a re-run sends again. Read back from the spill file for a
+        finished rollout, as a new copy each time."""
+        if self._spill is None:
+            return self.request
+        # Bytes this process wrote to its own unlinked file (`spill_request`): nobody else's.
+        options: RequestOptions = pickle.loads(self._spill.get(self._spilled_request))
+        return options
+
+    @options.setter
+    def options(self, options: RequestOptions | None) -> None:
+        self.request, self._spill, self._spilled_label = options, None, None
+
+    @property
+    def asked(self) -> bool:
+        """Whether `options` are known (without reading them back)."""
+        return self.request is not None or self._spill is not None
+
+    @property
+    def label(self) -> str | None:
+        """The label of what was asked (without reading the rest back)."""
+        request = self.request
+        return request.label if request is not None else self._spilled_label
+
+    def spill_request(self, spill: SpillFile) -> None:
+        """Keep `options` in `spill` rather than in memory: the rollout finished, and what
+        it was asked (its messages, above all) is read again only when someone looks. Kept
+        here when the file cannot be written."""
+        if self.request is None:
+            return
+        key = spill.put(pickle.dumps(self.request, protocol=pickle.HIGHEST_PROTOCOL))
+        if key is not None:
+            self._spilled_label = self.request.label
+            self.request, self._spill, self._spilled_request = None, spill, key
 
     @property
     def handle(self) -> RolloutHandle | None:
@@ -237,7 +292,7 @@ class RolloutRecord:
         return furthest
 
     @property
-    def transitions(self) -> list[Transition]:
+    def transitions(self) -> Sequence[Transition]:
         """The statuses the polls observed, in order (the handle's own list)."""
         return self.observed.transitions
 
@@ -380,7 +435,7 @@ class RolloutRecord:
             self.admission_error or "",
             (result.err_message or "") if result else "",
             (result.err_category.value if result and result.err_category else ""),
-            (self.options.label or "") if self.options else "",
+            self.label or "",
             *(self.reported_by.texts() if self.reported_by else ()),
         ]
         return any(needle in part.casefold() for part in haystack)

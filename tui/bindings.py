@@ -395,7 +395,7 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
             source.can_send
             and record is not None
             and record.finished
-            and record.options is not None
+            and record.asked
         ) or None
     if action == "new_rollout":
         return source.can_send or None

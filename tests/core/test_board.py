@@ -14,6 +14,7 @@ from core import RolloutClient, RolloutStatus
 from core.board import RolloutBoard
 from core.eval.results.calls import ModelCall
 from core.model_activity import MODEL_CALLS_KEPT, ModelActivity
+from core.packed_transitions import PackedTransitions
 from core.rollout_record import CancelRequest, RequestOptions, RolloutRecord
 from core.spill_file import SpillFile
 from tests.conftest import Serve
@@ -92,6 +93,16 @@ async def test_observed_phases_of_a_graded_success(
     assert record.latest_result is not None and record.latest_result.sample is not None
     assert record.latest_result.sample.reward == 1.0
     assert record.polls >= 3 and record.poll_error is None
+    # What was asked reads back as it was sent (kept in the spill file with the rest), and
+    # its label is at hand for the filter without reading it back.
+    assert record.asked and record.label == "42" and record.matches("42")
+    assert record.options == RequestOptions(
+        initial_messages=tuple(PROMPT),
+        chat_completions_url=CHAT_URL,
+        label="42",
+        metadata={"sleep": 0.3, "grade_sleep": 0.3},
+    )
+    assert (record.request is None) is spilled
 
 
 async def test_grade_false_skips_grading_as_not_requested(serve: Serve) -> None:
@@ -131,8 +142,10 @@ async def test_a_record_reads_its_handle_and_masks_what_it_shows(serve: Serve) -
         handle = record.handle
         assert handle is not None
         await settle(record)
-    # One owner per fact: the record's observations are its handle's, not a copy of them.
-    assert record.transitions is handle.transitions
+    # One owner per fact: the record's observations are its handle's, kept (its transitions
+    # packed) once the handle is let go, not a copy made while it polled.
+    assert record.transitions == handle.transitions
+    assert isinstance(record.transitions, PackedTransitions)
     assert record.status is handle.status is F
     assert (record.polls, record.poll_retries) == (handle.polls, handle.poll_retries)
     assert record.grade is handle.grade is True

@@ -232,10 +232,11 @@ class LiveSource:
 
     async def rerun(self, rollout_id: str) -> str:
         record = self.board.records[rollout_id]
-        if record.options is None:
+        options = record.options
+        if options is None:
             raise ValueError(f"no request is known for {rollout_id}")
         return await self.session.submit(
-            record.options,
+            options,
             row_index=record.row_index,
             source_row_index=record.source_row_index,
             rerun_of=rollout_id,

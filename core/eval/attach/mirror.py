@@ -119,7 +119,7 @@ class BoardMirror:
         if new:
             record.server = text_of(state.get("server")) or ""
             record.submitted_at = self._at(state.get("submitted"))
-            if options and record.options is None:
+            if options and not record.asked:
                 record.options = options_from(options)
         record.cancels = [self._cancel(dict_of(cancel)) for cancel in list_of(state.get("cancels"))]
         # Through the board: the first call proves running there as it did in the run.

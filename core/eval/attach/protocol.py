@@ -330,8 +330,9 @@ def record_state(record: RolloutRecord, origin: float, *, first: bool) -> dict[s
         "requeued_as": record.requeued_as,
         "hedged_with": record.hedged_with,
     }
-    if first and record.options is not None:
-        state["options"] = _options_state(record.options)
+    options = record.options if first else None
+    if options is not None:
+        state["options"] = _options_state(options)
     return state
 
 

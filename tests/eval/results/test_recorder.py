@@ -66,7 +66,7 @@ def test_a_rollouts_first_status_line_keeps_when_it_was_sent_and_a_replay_reads_
         rollout_id="r",
         row_index=0,
         run_index=0,
-        options=None,
+        request=None,
         server="",
         submitted_at=100.25,
         observed=RecordedRollout(transitions=[admitted]),
