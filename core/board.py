@@ -493,6 +493,7 @@ class RolloutBoard:
             if self.spill is not None:
                 record.model.spill_to(self.spill)
                 record.spill_request(self.spill)
+            record.marks.pack()
 
     def _polled(self, record: RolloutRecord, transition: Transition) -> None:
         """A status a poll observed: a mark of its own unless the server reported it."""

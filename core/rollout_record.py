@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from core.handle import RolloutHandle, Transition
 from core.model_activity import ModelActivity
 from core.packed_transitions import PackedTransitions
+from core.phase_marks import PhaseMarks
 from core.phases import PhaseMark, SkipReason, skipped_phases
 from core.reported_by import ReportedBy
 from core.result_head import ResultHead
@@ -58,7 +59,7 @@ def _order(mark: PhaseMark) -> tuple[int, float]:
     return PHASE_ORDER.get(mark.status, len(PHASE_ORDER)), mark.at
 
 
-def _furthest_reported(marks: dict[RolloutStatus, PhaseMark]) -> RolloutStatus:
+def _furthest_reported(marks: PhaseMarks) -> RolloutStatus:
     """The status a server's reports leave a rollout in: the terminal one once reported (a
     server ends a rollout once), else the furthest phase; queued before any report."""
     ended = [status for status in marks if status in TERMINAL_STATUSES]
@@ -208,8 +209,8 @@ class RolloutRecord:
     #: Its model calls through the run's gateway.
     model: ModelActivity = field(default_factory=ModelActivity)
     #: One mark per status it got, by status; kept by the board (`RolloutBoard.server_mark`
-    #: and the polls it accounts for).
-    marks: dict[RolloutStatus, PhaseMark] = field(default_factory=dict)
+    #: and the polls it accounts for), packed once it finished.
+    marks: PhaseMarks = field(default_factory=PhaseMarks)
     #: Set for a rollout known only from its server's reports (`osmosis-tui watch`): nobody
     #: here sent or polls it, so its status is the furthest its server reported, a terminal
     #: one included, and it has no result (the events carry none).
@@ -368,9 +369,9 @@ class RolloutRecord:
         status = self.status
         if status not in TERMINAL_STATUSES:
             return None
-        mark = self.marks.get(status)
+        at = self.marks.at(status)
         # A terminal status is always the last one the polls observed.
-        return mark.at if mark is not None else self.transitions[-1].at
+        return at if at is not None else self.transitions[-1].at
 
     @property
     def display_status(self) -> str:
@@ -402,9 +403,9 @@ class RolloutRecord:
     def entered_at(self, status: RolloutStatus) -> float:
         """When it entered `status`, its current one (`phase_started_at` for a caller that
         has the status at hand: deriving it is the costly part of a sort over every row)."""
-        mark = self.marks.get(status)
-        if mark is not None:
-            return mark.at
+        at = self.marks.at(status)
+        if at is not None:
+            return at
         return self.transitions[-1].at if self.transitions else self.submitted_at
 
     @property

@@ -51,21 +51,21 @@ def _phase(phase: RolloutStatus) -> Callable[[RolloutRecord], Iterable[float]]:
     rank = PHASE_ORDER[phase]
 
     def values(record: RolloutRecord) -> Iterable[float]:
-        marks = record.marks
-        mark = marks.get(phase)
-        if mark is None:
+        times = record.marks.times()
+        began = next((at for status, at in times if status is phase), None)
+        if began is None:
             return ()
         following = min(
             (
-                (PHASE_ORDER.get(status, _LAST), later.at)
-                for status, later in marks.items()
+                (PHASE_ORDER.get(status, _LAST), at)
+                for status, at in times
                 if PHASE_ORDER.get(status, _LAST) > rank
             ),
             default=None,
         )
-        if following is None or following[1] < mark.at:
+        if following is None or following[1] < began:
             return ()
-        return (following[1] - mark.at,)
+        return (following[1] - began,)
 
     return values
 
