@@ -604,7 +604,7 @@ class RolloutBoard:
     async def _cancel_one(self, record: RolloutRecord) -> str:
         assert record.client is not None
         request = CancelRequest(requested_at=time.monotonic())
-        record.cancels.append(request)
+        record.cancels += (request,)
         self._note_change(record.rollout_id)
         if self._on_cancel is not None:
             self._on_cancel(record, request)
@@ -631,7 +631,7 @@ class RolloutBoard:
         if record is None:
             return
         if not any(known is cancel for known in record.cancels):
-            record.cancels.append(cancel)
+            record.cancels += (cancel,)
         self._note_change(rollout_id)
 
     def stop_tracking(self, ids: Iterable[str], *, at: float | None = None) -> list[str]:

@@ -10,7 +10,9 @@ here.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 from core.spill_file import SpillFile
@@ -59,6 +61,10 @@ class ModelCallReport(Protocol):
     def latency_sec(self) -> float | None: ...
 
 
+#: No call in flight: shared by every activity without one.
+NONE_IN_FLIGHT: Mapping[int, ModelCallReport] = MappingProxyType({})
+
+
 @dataclass(slots=True)
 class ModelActivity:
     """A rollout's model calls, as the gateway reported them while they happened."""
@@ -67,8 +73,9 @@ class ModelActivity:
     _recent: list[ModelCallReport] | None = field(default_factory=list, repr=False)
     _spill: SpillFile | None = field(default=None, repr=False)
     _spilled: int = field(default=0, repr=False)
-    in_flight: dict[int, ModelCallReport] = field(default_factory=dict)
-    """The calls waiting for the model now, by call id, oldest first."""
+    in_flight: Mapping[int, ModelCallReport] = field(default_factory=lambda: NONE_IN_FLIGHT)
+    """The calls waiting for the model now, by call id, oldest first: the one shared empty
+    mapping while there are none (a dict each, even empty, is 64 bytes a finished rollout)."""
     calls: int = 0
     """Every call started, including those no longer in `recent`."""
     failed: int = 0
@@ -117,19 +124,28 @@ class ModelActivity:
     def started(self, call: ModelCallReport) -> None:
         """`call` began: it is in flight until `ended`."""
         self.calls += 1
-        self.in_flight[call.call_id] = call
+        self.waiting(call)
         started = call.started_monotonic
         if self.first_started_at is None or started < self.first_started_at:
             self.first_started_at = started
 
+    def waiting(self, call: ModelCallReport) -> None:
+        """`call` waits for the model (`started` counts it; a mirror of another process's
+        run, whose counts come with it, adds it alone)."""
+        in_flight = self.in_flight
+        if not isinstance(in_flight, dict):
+            in_flight = self.in_flight = {}
+        in_flight[call.call_id] = call
+
     def ended(self, call: ModelCallReport) -> None:
         """`call` ended (answered, failed or abandoned)."""
         in_flight = self.in_flight
-        in_flight.pop(call.call_id, None)
-        if not in_flight:
-            # An emptied dict keeps its table (160 bytes); a new empty one shares the
-            # interpreter's, and a finished rollout keeps its activity for the rest of the run.
-            self.in_flight = {}
+        if isinstance(in_flight, dict):
+            in_flight.pop(call.call_id, None)
+            if not in_flight:
+                # An emptied dict keeps its table (160 bytes), and a finished rollout keeps
+                # its activity for the rest of the run.
+                self.in_flight = NONE_IN_FLIGHT
         self.keep(call)
         self.last_ended_at = call.ended_monotonic
         if call.status != 200:
@@ -151,6 +167,6 @@ class ModelActivity:
     def latest(self) -> ModelCallReport | None:
         """The call started last: the newest in flight, else the latest that ended."""
         if self.in_flight:
-            return next(reversed(self.in_flight.values()))
+            return [*self.in_flight.values()][-1]
         recent = self.recent
         return recent[-1] if recent else None

@@ -241,11 +241,11 @@ def test_a_replayed_cancel_joins_the_history_once_and_ends_with_the_rollout() ->
     cancel = CancelRequest(requested_at=2.0)
     board.observe_cancel("r", cancel)
     record = board.records["r"]
-    assert record.cancels == [cancel] and record.cancelling
+    assert record.cancels == (cancel,) and record.cancelling
     assert board.take_changes().ids == {"r"}
     cancel.disposition = "cancelled_running"
     board.observe_cancel("r", cancel)  # its answer: shown, not added again
-    assert record.cancels == [cancel] and board.take_changes().ids == {"r"}
+    assert record.cancels == (cancel,) and board.take_changes().ids == {"r"}
     board.observe("r", C, 2.5)
     assert cancel.answered_at == 2.5 and not record.cancelling
     board.observe_cancel("elsewhere", CancelRequest(requested_at=3.0))  # not on the board

@@ -68,7 +68,7 @@ def test_touch_puts_a_record_changed_from_outside_in_every_feed() -> None:
     record = board.observe("a", R, 1.0)
     viewer = board.subscribe()
     board.take_changes()
-    record.cancels.append(CancelRequest(requested_at=2.0, disposition="cancelled_running"))
+    record.cancels += (CancelRequest(requested_at=2.0, disposition="cancelled_running"),)
     board.touch("a")
     board.touch("unknown")  # not on the board: nothing to tell
     assert board.take_changes().ids == {"a"}

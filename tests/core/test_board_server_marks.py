@@ -145,7 +145,7 @@ def test_a_cancel_that_failed_leaves_the_rollout_as_it_was() -> None:
 
     board, _ = recording_board()
     record = board.observe("r", Q, 0.0, grade=True)
-    record.cancels.append(CancelRequest(requested_at=1.0))
+    record.cancels += (CancelRequest(requested_at=1.0),)
     assert record.cancelling
     record.cancels[-1].error = "ConnectError: the server is gone"
     assert not record.cancelling

@@ -371,10 +371,10 @@ def running_board() -> RolloutBoard:
         result=_result(rollout_id(11), CANCELLED, 11),
         metadata={"sleep": 120},
     )
-    cancelled.cancels.append(
+    cancelled.cancels += (
         CancelRequest(
             requested_at=T0 + 40.9, disposition="cancelled_running", answered_at=T0 + 41.2
-        )
+        ),
     )
     for row in range(12, 16):
         start = 9.0 + (row - 12) * 1.7

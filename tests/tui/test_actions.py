@@ -96,7 +96,7 @@ async def test_cancel_answered_no_sends_nothing(live_eval: LiveFactory) -> None:
             await pilot.press("n")
             assert not isinstance(app.screen, ConfirmScreen)
             await pilot.pause(0.5)
-            assert app.board.records[rollout_id].cancels == []
+            assert app.board.records[rollout_id].cancels == ()
             entry = live.entries[rollout_id]
             assert entry.disposition is None and entry.result is None
 
@@ -110,7 +110,7 @@ async def test_untrack_sends_nothing_and_the_server_finishes_the_rollout(
             rollout_id = await running_rollout(pilot, app)
             await pilot.press("x")  # no confirmation: it only concerns this dashboard
             record = app.board.records[rollout_id]
-            assert record.untracked and record.cancels == []
+            assert record.untracked and record.cancels == ()
             await until(pilot, lambda: "untracked" in row_text(app, rollout_id))
             await until(pilot, lambda: live.server_status(rollout_id) == "success", timeout=5)
             assert live.entries[rollout_id].disposition is None

@@ -57,7 +57,7 @@ async def test_cancel_marked_counts_what_it_sends_and_says_what_it_leaves_out() 
         await pilot.pause()
         assert [c.disposition for c in record(app, UNTRACKED).cancels] == ["cancelled_running"]
         assert [c.disposition for c in record(app, STUCK).cancels] == ["cancelled_running"]
-        assert record(app, FINISHED).cancels == []
+        assert record(app, FINISHED).cancels == ()
         assert table.marks == {FINISHED}  # what was acted on is unmarked
         assert any("cancel requested for 2" in line for line in log_lines(app))
 

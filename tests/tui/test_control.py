@@ -111,7 +111,7 @@ async def test_r_requeues_the_selected_rollout_after_a_yes(live_eval: LiveFactor
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("n")  # no: nothing is asked of anyone
             assert not isinstance(app.screen, ConfirmScreen)
-            assert record.requeued_as is None and record.cancels == []
+            assert record.requeued_as is None and record.cancels == ()
             await pilot.press("R")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")

@@ -146,7 +146,7 @@ async def test_the_filters_and_sort_are_app_reactives_that_reselect_the_rows() -
 def test_a_cancel_that_failed_leaves_the_row_in_its_status_not_cancelling() -> None:
     board = running_board()
     record = board.records[rollout_id(17)]  # running
-    record.cancels.append(CancelRequest(requested_at=NOW - 1.0))
+    record.cancels += (CancelRequest(requested_at=NOW - 1.0),)
     cells = row_cells(record, board, NOW, marked=False)
     assert cells["status"][0] == "cancelling…"  # asked, no answer yet
     record.cancels[-1].error = "ConnectError: connection refused"

@@ -165,8 +165,8 @@ def hostile_record() -> RolloutRecord:
     record.server = hostile("server")
     record.requeued_as = hostile("requeued_as")
     record.admission_error = hostile("admission_error")
-    record.cancels.append(CancelRequest(requested_at=T0 + 0.5, disposition=hostile("disposition")))
-    record.cancels.append(CancelRequest(requested_at=T0 + 0.6, error=hostile("cancel_error")))
+    record.cancels += (CancelRequest(requested_at=T0 + 0.5, disposition=hostile("disposition")),)
+    record.cancels += (CancelRequest(requested_at=T0 + 0.6, error=hostile("cancel_error")),)
     assert isinstance(record.observed, RecordedRollout)
     record.observed.last_poll_error = hostile("poll_error")
     call = ModelCall(
@@ -226,7 +226,7 @@ def test_the_full_views_model_calls_and_result_json_are_drawn_safely(redact: Any
 
 def test_every_cell_of_the_table_is_safe() -> None:
     record = hostile_record()
-    record.cancels.append(CancelRequest(requested_at=T0 + 0.7, disposition=hostile("disposition")))
+    record.cancels += (CancelRequest(requested_at=T0 + 0.7, disposition=hostile("disposition")),)
     board = RolloutBoard()
     board.started_at = T0
     cells = row_cells(record, board, NOW, marked=False)

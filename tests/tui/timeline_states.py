@@ -121,7 +121,7 @@ def live_timeline_source() -> StaticSource:
         board.records[rollout_id(n)].server = SERVER
     board.stop_tracking([rollout_id(8)], at=T0 + 90.0)
     cancelled = _add(board, 10, 10, [(Q, 30.0), (R, 31.0), (RolloutStatus.CANCELLED, 36.0)])
-    cancelled.cancels.append(CancelRequest(T0 + 35.0, "cancelled_running", answered_at=T0 + 36.0))
+    cancelled.cancels += (CancelRequest(T0 + 35.0, "cancelled_running", answered_at=T0 + 36.0),)
     manual = _add(board, 11, 11, [(Q, 50.0), (R, 50.5), (OK, 58.0)])
     manual.manual = True
     board.take_changes()

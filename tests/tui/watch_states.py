@@ -73,8 +73,8 @@ def watch_source() -> WatchSource:
             canceller = FleetCanceller(slots, reported_by.server_id, rollout_id)
             board.server_report(rollout_id, mark, reported_by, canceller=canceller)
     # Cancelled from the watch: asked at 69.5 s, its server's answer and its event at 70 s.
-    board.records[CANCELLED_HERE].cancels.append(
-        CancelRequest(T0 + 69.5, disposition="cancelled_running", answered_at=T0 + 70.0)
+    board.records[CANCELLED_HERE].cancels += (
+        CancelRequest(T0 + 69.5, disposition="cancelled_running", answered_at=T0 + 70.0),
     )
     board.take_changes()
     return source

@@ -121,7 +121,9 @@ class BoardMirror:
             record.submitted_at = self._at(state.get("submitted"))
             if options and not record.asked:
                 record.options = options_from(options)
-        record.cancels = [self._cancel(dict_of(cancel)) for cancel in list_of(state.get("cancels"))]
+        record.cancels = tuple(
+            self._cancel(dict_of(cancel)) for cancel in list_of(state.get("cancels"))
+        )
         # Through the board: the first call proves running there as it did in the run.
         board.use_model_activity(
             rollout_id, self._activity(rollout_id, dict_of(state.get("model")))
@@ -261,7 +263,7 @@ class BoardMirror:
                 error=text_of(call.get("error")),
             )
             if report.ended_monotonic is None:
-                activity.in_flight[report.call_id] = report
+                activity.waiting(report)
             else:
                 activity.keep(report)
         return activity
