@@ -125,7 +125,7 @@ class TrialsView:
 
     def __init__(self, trials_dir: Path) -> None:
         self.trials_dir = trials_dir
-        self._verdicts: dict[str, tuple[tuple[int, int] | None, Trajectory | None]] = {}
+        self._verdicts: dict[str, tuple[tuple[int, int], Trajectory | None]] = {}
 
     def trajectory_path(self, rollout_id: str) -> Path:
         return self.trials_dir / rollout_id / TRAJECTORY_FILE
@@ -138,13 +138,16 @@ class TrialsView:
         path = self.trajectory_path(rollout_id)
         try:
             info = path.stat()
-            version: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
         except OSError:
-            version = None
+            # No file, nothing to remember: a run whose servers write no trajectory here would
+            # otherwise keep an entry for each of its items.
+            self._verdicts.pop(rollout_id, None)
+            return None
+        version = (info.st_mtime_ns, info.st_size)
         cached = self._verdicts.get(rollout_id)
         if cached is not None and cached[0] == version:
             return cached[1]
-        verdict = None if version is None else read_trajectory(path, rollout_id)
+        verdict = read_trajectory(path, rollout_id)
         self._verdicts[rollout_id] = (version, verdict)
         return verdict
 

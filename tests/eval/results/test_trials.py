@@ -75,6 +75,10 @@ def test_the_view_re_reads_a_trajectory_only_when_it_changes(tmp_path: Path) -> 
     assert view.trajectory(RID) is not None
     path.write_text(json.dumps(atif("other-rollout-id")))  # another size: read again
     assert view.trajectory(RID) is None
+    path.write_text(json.dumps(atif()))
+    assert view.trajectory(RID) is not None
+    path.unlink()  # gone: no trajectory, whatever was read before
+    assert view.trajectory(RID) is None
 
 
 def test_artifact_files_skip_links_and_the_reserved_manifest(
