@@ -83,21 +83,26 @@ def multiply_session(
     return EvalSession(multiply_plan(servers, chat_url, total, in_flight, folder, name=name))
 
 
+def write_multiply_dataset(path: Path, rows: int) -> Path:
+    """`rows` multiplication questions (the same ones each time), as a JSONL dataset."""
+    pick = random.Random(5)
+    with path.open("w") as out:
+        for _ in range(rows):
+            a, b = pick.randint(2, 99), pick.randint(2, 99)
+            out.write(
+                json.dumps({"user_prompt": f"What is {a} * {b}?", "ground_truth": str(a * b)})
+            )
+            out.write("\n")
+    return path
+
+
 def multiply_plan(
     servers: list[str], chat_url: str, total: int, in_flight: int, folder: Path, *, name: str
 ) -> EvalPlan:
     """The plan of `multiply_session`'s eval (its dataset written under `folder`)."""
     from core.eval import EvalRequest, prepare
 
-    pick = random.Random(5)
-    dataset = folder / "rows.jsonl"
-    with dataset.open("w") as out:
-        for _ in range(total):
-            a, b = pick.randint(2, 99), pick.randint(2, 99)
-            out.write(
-                json.dumps({"user_prompt": f"What is {a} * {b}?", "ground_truth": str(a * b)})
-            )
-            out.write("\n")
+    dataset = write_multiply_dataset(folder / "rows.jsonl", total)
     return prepare(
         EvalRequest(
             dataset_file=dataset,
