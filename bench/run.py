@@ -181,6 +181,7 @@ def main() -> None:
         eval_e2e,
         gateway,
         memory,
+        resume,
         runs_list,
         scale,
     )
@@ -211,6 +212,8 @@ def main() -> None:
     report["memory_dashboard"] = memory.measure(
         py, 3_000 if quick else memory.ITEMS, dashboard=True
     )
+    print("resume: a run killed halfway, resumed, replayed ...", flush=True)
+    report["resume"] = resume.measure(py, 3_000 if quick else resume.ITEMS)
     report["startup"] = cli_startup()
     print("compare: two runs of 100,000 work items ...", flush=True)
     report["compare"] = compare_runs.measure(
@@ -357,7 +360,16 @@ def other_figures(report: dict[str, Any]) -> list[Figure]:
 
 
 def format_report(report: dict[str, Any]) -> str:
-    from bench import compare_runs, dashboard_pty, eval_e2e, gateway, memory, runs_list, scale
+    from bench import (
+        compare_runs,
+        dashboard_pty,
+        eval_e2e,
+        gateway,
+        memory,
+        resume,
+        runs_list,
+        scale,
+    )
 
     figures = [
         *gateway.figures(report["gateway"]),
@@ -368,6 +380,7 @@ def format_report(report: dict[str, Any]) -> str:
         # A results file of a run before the memory benchmark has none.
         *(memory.figures(report["memory"]) if "memory" in report else ()),
         *(memory.figures(report["memory_dashboard"]) if "memory_dashboard" in report else ()),
+        *(resume.figures(report["resume"]) if "resume" in report else ()),
         *other_figures(report),
         # A results file of a run before the compare benchmark has none.
         *compare_runs.figures(report.get("compare", [])),
