@@ -25,7 +25,6 @@ details and a replay (which plays the calls back) all read it from the marks.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +43,7 @@ from core.rollout_record import (
     RequestOptions,
     RolloutRecord,
 )
+from core.running_median import RunningMedian
 from core.spill_file import SpillFile
 from core.types import (
     PHASE_ORDER,
@@ -159,8 +159,8 @@ class RolloutBoard:
         # feed nobody takes from would hold every id of the run. The others are `subscribe`'s.
         self._changes: ChangeFeed | None = None
         self._feeds: list[ChangeFeed] = []
-        # Finished durations per phase, kept sorted so the median is one index away.
-        self._durations: dict[RolloutStatus, list[float]] = {status: [] for status in PHASES}
+        # Finished durations per phase: their median is what a stuck rollout is measured by.
+        self._durations = {status: RunningMedian() for status in PHASES}
         # Per record, how many of its transitions, which status (for the phase indexes) and
         # which display status the indexes below account for: a record reads its handle,
         # which moves on before telling the board.
@@ -514,10 +514,10 @@ class RolloutBoard:
         entered = record.phase_started_at
         left = self._phase_of.get(rollout_id)
         self._phase_of[rollout_id] = status
-        left_mark = record.marks.get(left) if left is not None else None
+        left_at = record.marks.at(left) if left is not None else None
         durations = self._durations.get(left) if left is not None else None
-        if left_mark is not None and durations is not None and entered >= left_mark.at:
-            bisect.insort(durations, entered - left_mark.at)
+        if left_at is not None and durations is not None and entered >= left_at:
+            durations.add(entered - left_at)
         self._leave_phase(record)
         # Entered in (nearly) time order: a server's report may come up to an export
         # interval late, which moves a stuck flag by as much, never more.
@@ -665,8 +665,8 @@ class RolloutBoard:
     def stuck_threshold(self, phase: RolloutStatus) -> float:
         if self.stuck_after_sec is not None:
             return self.stuck_after_sec
-        durations = self._durations.get(phase) or []
-        median = durations[len(durations) // 2] if durations else 0.0
+        durations = self._durations.get(phase)
+        median = (durations.median() if durations is not None else None) or 0.0
         return max(STUCK_FLOOR_SEC, STUCK_MEDIAN_FACTOR * median)
 
     def is_stuck(self, record: RolloutRecord, now: float | None = None) -> bool:

@@ -42,13 +42,14 @@ class HedgeAfter:
     seconds: float | None = None
     factor: float | None = None
 
-    def threshold(self, sorted_durations: list[float]) -> float | None:
-        """Seconds in flight after which a rollout is hedged; None while it cannot be said."""
+    def threshold(self, median: float | None) -> float | None:
+        """Seconds in flight after which a rollout is hedged, given the `median` time an item
+        took so far (None: none finished yet); None while it cannot be said."""
         if self.seconds is not None:
             return self.seconds
-        if not sorted_durations or self.factor is None:
+        if median is None or self.factor is None:
             return None
-        return self.factor * sorted_durations[len(sorted_durations) // 2]
+        return self.factor * median
 
     def __str__(self) -> str:
         return f"{self.factor:g}x" if self.factor is not None else f"{self.seconds:g}"

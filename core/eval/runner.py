@@ -16,7 +16,6 @@ hedge (core/eval/hedging.py) is the same without the cancel: the two attempts ra
 from __future__ import annotations
 
 import asyncio
-import bisect
 import itertools
 import logging
 import time
@@ -41,6 +40,7 @@ from core.eval.servers.pool import AllServersDown, RolloutServerSlot, ServerPool
 from core.handle import RolloutHandle
 from core.result_head import ResultHead
 from core.rollout_record import RequestOptions, RolloutRecord
+from core.running_median import RunningMedian
 from core.types import RolloutResultResponse
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class EvalRunner:
         #: by rollout id.
         self.in_flight: dict[str, float] = {}
         # How long each finished item took (s), sorted: their median says what is overdue.
-        self._durations: list[float] = []
+        self._durations = RunningMedian()
         self._requeues: dict[tuple[int, int], int] = {}
         self._stop_dispatch = asyncio.Event()
         #: The pause and max-in-flight the workers follow.
@@ -256,7 +256,7 @@ class EvalRunner:
 
     def due_for_hedge(self, hedge_after: HedgeAfter, now: float) -> list[str]:
         """The attempts in flight longer than `hedge_after` says, whose item had no hedge."""
-        limit = hedge_after.threshold(self._durations)
+        limit = hedge_after.threshold(self._durations.median())
         if limit is None:
             return []
         return [
@@ -463,10 +463,10 @@ class EvalRunner:
     def overdue(self, now: float) -> list[str]:
         """The rollouts in flight for longer than `OVERDUE_FACTOR` times the median time a
         finished item took (none before an item finished)."""
-        durations = self._durations
-        if not durations:
+        median = self._durations.median()
+        if median is None:
             return []
-        limit = OVERDUE_FACTOR * durations[len(durations) // 2]
+        limit = OVERDUE_FACTOR * median
         return [rid for rid, sent in self.in_flight.items() if now - sent > limit]
 
     async def submit(
@@ -705,5 +705,5 @@ class EvalRunner:
         else:
             outcome = failed_item(item, rollout_id, duration_ms, error_type)
         self.finished += 1
-        bisect.insort(self._durations, duration_ms / 1000.0)
+        self._durations.add(duration_ms / 1000.0)
         self.on_result(outcome)
