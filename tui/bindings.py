@@ -391,12 +391,7 @@ def action_state(action: str, source: DashboardSource, record: RolloutRecord | N
     if action == "untrack":
         return (record is not None and record.in_flight) or None
     if action == "rerun":
-        return (
-            source.can_send
-            and record is not None
-            and record.finished
-            and record.asked
-        ) or None
+        return (source.can_send and record is not None and record.finished and record.asked) or None
     if action == "new_rollout":
         return source.can_send or None
     if action in ("transcript", "copy_id", "rollout_view"):
