@@ -24,14 +24,13 @@ import asyncio
 import json
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.procs import ROOT, started
+from bench.procs import ROOT, multiply_fleet
 from bench.scale import multiply_plan
 from bench.table import Figure
 from core.eval import EvalSession
@@ -129,20 +128,15 @@ def measure(
     py: str, items: int = ITEMS, *, trace: bool = False, dashboard: bool = False
 ) -> dict[str, Any]:
     with ExitStack() as stack:
-        _chat_pid, chat_port = stack.enter_context(started([py, "bench/servers.py", "chat"]))
-        servers = [
-            stack.enter_context(started([py, "bench/servers.py", "rollout", "--impl", "ours"]))
-            for _ in range(SERVERS)
-        ]
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-memory-")))
+        fleet = multiply_fleet(stack, py, SERVERS, prefix="bench-memory-")
         out = subprocess.run(
             [
                 py,
                 *(("-X", "tracemalloc=1") if trace else ()),
                 *("-m", "bench.memory", "--eval"),
-                *("--servers", ",".join(f"http://127.0.0.1:{port}" for _, port in servers)),
-                *("--chat-url", f"http://127.0.0.1:{chat_port}/v1"),
-                *("--items", str(items), "--folder", str(tmp)),
+                *("--servers", ",".join(fleet.servers)),
+                *("--chat-url", fleet.chat_url),
+                *("--items", str(items), "--folder", str(fleet.folder)),
                 *(("--dashboard",) if dashboard else ()),
             ],
             cwd=ROOT,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -159,3 +161,27 @@ class TreeCpu:
             role = self._roles.get(pid, "other")
             roles[role] = roles.get(role, 0.0) + seconds
         return roles
+
+
+@dataclass(frozen=True)
+class MultiplyFleet:
+    """The stub model and rollout servers running the benchmark rollout, started for one
+    measurement, and a temporary folder for its run."""
+
+    chat_url: str
+    servers: list[str]
+    folder: Path
+
+
+def multiply_fleet(stack: ExitStack, py: str, servers: int, *, prefix: str) -> MultiplyFleet:
+    """Start the stub model (answering at once) and `servers` of our rollout servers, and make
+    a temporary folder; `stack` stops and removes them."""
+    _chat_pid, chat_port = stack.enter_context(started([py, "bench/servers.py", "chat"]))
+    ports = [
+        stack.enter_context(started([py, "bench/servers.py", "rollout", "--impl", "ours"]))[1]
+        for _ in range(servers)
+    ]
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+    return MultiplyFleet(
+        f"http://127.0.0.1:{chat_port}/v1", [f"http://127.0.0.1:{port}" for port in ports], folder
+    )

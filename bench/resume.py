@@ -25,14 +25,13 @@ import math
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.procs import started
+from bench.procs import multiply_fleet
 from bench.scale import write_multiply_dataset
 from bench.table import Figure, format_table
 
@@ -99,19 +98,15 @@ def _replayed(folder: Path) -> dict[str, Any]:
 
 def measure(py: str, items: int = ITEMS) -> dict[str, Any]:
     with ExitStack() as stack:
-        _chat_pid, chat_port = stack.enter_context(started([py, "bench/servers.py", "chat"]))
-        servers = [
-            stack.enter_context(started([py, "bench/servers.py", "rollout", "--impl", "ours"]))
-            for _ in range(SERVERS)
-        ]
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-resume-")))
+        fleet = multiply_fleet(stack, py, SERVERS, prefix="bench-resume-")
+        tmp = fleet.folder
         dataset = write_multiply_dataset(tmp / "rows.jsonl", items)
         argv = [
             *(py, "-m", "tui", "eval", "--headless", "--dataset-file", str(dataset)),
             *("--name", NAME, "--output", str(tmp / "out")),
             *("--max-in-flight", str(IN_FLIGHT)),
-            *("--chat-url", f"http://127.0.0.1:{chat_port}/v1"),
-            *(arg for _, port in servers for arg in ("--server", f"http://127.0.0.1:{port}")),
+            *("--chat-url", fleet.chat_url),
+            *(arg for url in fleet.servers for arg in ("--server", url)),
         ]
         folder = tmp / "out" / NAME
         events = folder / "events.jsonl"
