@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from core.board import RolloutBoard
+from core.board import ChangeFeed, RolloutBoard
 from core.eval.dispatch_gate import DispatchState
 from core.eval.timeline.model import (
     DRAINED,
@@ -44,7 +44,9 @@ class BoardTimeline:
     def __init__(self, board: RolloutBoard) -> None:
         self.board = board
         self.timeline = RunTimeline()
-        self._feed = board.subscribe()
+        # Made by the first update that follows the records (which follows every record the
+        # board holds then): a feed nobody takes from keeps every rollout id of the run.
+        self._feed: ChangeFeed | None = None
         self._cancels: dict[str, int] = {}
         self._requeued: set[str] = set()
         self._calls_seen: set[tuple[str, int]] = set()
@@ -53,11 +55,11 @@ class BoardTimeline:
         self._restarts: dict[str, int] = {}
         self._states: dict[str, str] = {}
         self._now = 0.0
-        # Everything the board holds already is followed at the first update, with its time.
-        self._caught_up = False
 
     def close(self) -> None:
-        self.board.unsubscribe(self._feed)
+        if self._feed is not None:
+            self.board.unsubscribe(self._feed)
+            self._feed = None
 
     def _t(self, at: float) -> float:
         return at - self.board.started_at
@@ -95,10 +97,14 @@ class BoardTimeline:
         return self.timeline
 
     def _follow_changed(self) -> None:
-        batch = self._feed.take()
-        records = self.board.records
-        changed = list(records) if not self._caught_up else (*batch.added, *batch.ids)
-        self._caught_up = True
+        board, records = self.board, self.board.records
+        changed: Iterable[str]
+        if self._feed is None:  # the first time: everything the board holds, with its time
+            self._feed = board.subscribe()
+            changed = list(records)
+        else:
+            batch = self._feed.take()
+            changed = (*batch.added, *batch.ids)
         for rollout_id in changed:
             record = records.get(rollout_id)
             if record is not None:

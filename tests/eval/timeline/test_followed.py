@@ -42,6 +42,27 @@ def test_spans_begin_at_the_first_status_and_end_as_the_board_says() -> None:
     assert run._feeds == []  # its feed is gone (the board's own is made by take_changes)
 
 
+def test_a_time_line_not_looked_at_holds_no_feed_and_catches_up_when_it_is() -> None:
+    """The dashboard updates the follower at every repaint, the records only while the time
+    line is open: until then the board feeds it nothing (a feed nobody takes from would keep
+    every rollout id of the run)."""
+    run = board()
+    follower = BoardTimeline(run)
+    run.observe(A, Q, T0 + 1.0)
+    run.observe(A, OK, T0 + 2.0)
+    for second in (3.0, 4.0):
+        follower.update(T0 + second, records=False)
+    run.observe(B, Q, T0 + 4.5)
+    assert run._feeds == [] and follower.timeline.spans == {}
+    timeline = follower.update(T0 + 5.0)  # opened: everything so far, with its times
+    assert timeline.in_flight_at(1.5) == [A] and timeline.in_flight_at(5.0) == [B]
+    assert len(run._feeds) == 1
+    run.observe(B, OK, T0 + 6.0)
+    assert follower.update(T0 + 7.0).in_flight_at(6.5) == []
+    follower.close()
+    assert run._feeds == []
+
+
 def test_cancels_not_admitted_and_sent_by_hand() -> None:
     run = board()
     follower = BoardTimeline(run)
