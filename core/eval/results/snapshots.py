@@ -9,8 +9,9 @@ the official tool:
   tool, or a trajectory may have landed after a crash), `metrics.json` saying `running`;
 - as items finish: the item's projection at once; the other files at most every
   `REFRESH_INTERVAL_SEC` (the official tool rewrites them after every item, which costs a
-  run of thousands of items more than the items themselves), and never more than one
-  refresh waiting for the writer (a big run's refresh can take longer than the interval);
+  run of thousands of items more than the items themselves), less often when a refresh takes
+  more than `REFRESH_SHARE` of that (a run of a million items), and never more than one
+  refresh waiting for the writer;
 - at the end, whole, with the run's final state.
 
 What items finishing cause is written by a thread of its own, in order: every file is a
@@ -48,6 +49,11 @@ from core.eval.results.trials import Trajectory, TrialsView
 logger = logging.getLogger(__name__)
 
 REFRESH_INTERVAL_SEC = 2.0
+#: The most of a run's time its refreshes take: the next one waits at least the last one's
+#: duration over this share. A run of a million items writes some 200 MB of index per
+#: refresh, which takes longer than `REFRESH_INTERVAL_SEC`: its writer thread would otherwise
+#: never stop, competing with the event loop for the interpreter.
+REFRESH_SHARE = 0.1
 
 
 #: How long after an item's result a refresh still looks for its trajectory (a server that
@@ -120,6 +126,7 @@ class Snapshots:
         # writer at a time (the loop's writes wait for the thread's).
         self._index: dict[ItemKey, _IndexEntry] = {}
         self._refresh_queued = False
+        self._refresh_sec = 0.0  # how long the last refresh took (on the snapshots' clock)
 
     def index_rows(
         self, results: Mapping[ItemKey, ItemResult], resumed: Collection[ItemKey]
@@ -222,7 +229,8 @@ class Snapshots:
         """
         now = self._clock()
         refresh = None
-        due = self._written_at is None or now - self._written_at >= REFRESH_INTERVAL_SEC
+        interval = max(REFRESH_INTERVAL_SEC, self._refresh_sec / REFRESH_SHARE)
+        due = self._written_at is None or now - self._written_at >= interval
         # One refresh waits at most: each holds a copy of every result, and a refresh of a big
         # run that takes longer than the interval would otherwise queue copies without end.
         if due and not self._refresh_queued:
@@ -244,6 +252,7 @@ class Snapshots:
             self._project(result)
             if refresh is not None:
                 results, resumed = refresh
+                began = self._clock()
                 self._write(
                     results,
                     resumed,
@@ -253,6 +262,7 @@ class Snapshots:
                     project=(),
                     recheck=False,  # while it runs, only the trajectories not found yet
                 )
+                self._refresh_sec = self._clock() - began
         except OSError as exc:
             if not self._failed:
                 self._failed = True
@@ -271,4 +281,4 @@ class Snapshots:
         )
 
 
-__all__ = ["REFRESH_INTERVAL_SEC", "TRAJECTORY_WAIT_SEC", "Snapshots"]
+__all__ = ["REFRESH_INTERVAL_SEC", "REFRESH_SHARE", "TRAJECTORY_WAIT_SEC", "Snapshots"]

@@ -14,7 +14,12 @@ import pytest
 from core.eval.results.folder import RunFolder
 from core.eval.results.metrics import RunIdentity
 from core.eval.results.records import ItemKey, ItemResult
-from core.eval.results.snapshots import REFRESH_INTERVAL_SEC, TRAJECTORY_WAIT_SEC, Snapshots
+from core.eval.results.snapshots import (
+    REFRESH_INTERVAL_SEC,
+    REFRESH_SHARE,
+    TRAJECTORY_WAIT_SEC,
+    Snapshots,
+)
 from tests.eval.results.helpers import atif, file_mode, item_result, official_inputs
 from tests.eval.runs.files import read_jsonl
 
@@ -22,8 +27,10 @@ from tests.eval.runs.files import read_jsonl
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0
+        self.step = 0.0  # how far each reading moves it on (a slow refresh)
 
     def __call__(self) -> float:
+        self.now += self.step
         return self.now
 
 
@@ -248,3 +255,30 @@ def test_a_refresh_waits_for_the_one_before_it_rather_than_queueing_copies(
     snapshots.item_finished(result, results, set())
     snapshots.flush()
     assert copies == [1, 2, 4]
+
+
+def test_a_slow_refresh_puts_the_next_one_off(tmp_path: Path) -> None:
+    """A refresh takes at most `REFRESH_SHARE` of the run's time: after one that took 6 s
+    (a big run's index), the next waits 60 s, not `REFRESH_INTERVAL_SEC`."""
+    clock = Clock()
+    folder, snapshots = _snapshots(tmp_path, clock)
+    results: dict[ItemKey, ItemResult] = {}
+    snapshots.write(results, set())
+
+    def finish(row: int) -> list[int]:
+        result = item_result(row, 0, rollout_id=f"r{row}")
+        results[result.key] = result
+        snapshots.item_finished(result, results, set())
+        snapshots.flush()
+        return [line["row_index"] for line in read_jsonl(folder.index_path)]
+
+    clock.now += REFRESH_INTERVAL_SEC
+    clock.step = 3.0  # each reading of the clock 3 s later: the refresh reads it twice
+    assert finish(0) == [0]
+    clock.step = 0.0
+    slow = 6.0  # the refresh's two readings, 3 s each
+    assert slow / REFRESH_SHARE > REFRESH_INTERVAL_SEC + slow
+    clock.now += REFRESH_INTERVAL_SEC
+    assert finish(1) == [0], "not yet: the last refresh took 6 s"
+    clock.now += slow / REFRESH_SHARE
+    assert finish(2) == [0, 1, 2]
