@@ -20,10 +20,17 @@ _STATUSES = tuple(RolloutStatus)
 _STATUS_INDEX = {status: index for index, status in enumerate(_STATUSES)}
 _SOURCES: tuple[PhaseSource, ...] = get_args(PhaseSource)
 _SOURCE_INDEX = {source: index for index, source in enumerate(_SOURCES)}
-# status, source, which optional fields are there, at, server_time, polled_at, event_sequence
-_ENTRY = struct.Struct("<BBBdddq")
+# Packed, the marks are their statuses (a byte each, so that one is found at C speed), then an
+# entry each: source, which optional fields are there, at, server_time, polled_at,
+# event_sequence.
+_ENTRY = struct.Struct("<BBdddq")
+_MARK_BYTES = 1 + _ENTRY.size
 _SERVER_TIME, _POLLED_AT, _SEQUENCE = 1, 2, 4
+_ENTRY_BYTES = _ENTRY.size
+# An entry's `at`, after its two one-byte fields.
+_unpack_at, _AT_OFFSET = struct.Struct("<d").unpack_from, 2
 _INT64 = range(-(2**63), 2**63)
+_Entry = tuple[int, int, float, float, float, int]
 
 
 class PhaseMarks(MutableMapping[RolloutStatus, PhaseMark]):
@@ -45,7 +52,8 @@ class PhaseMarks(MutableMapping[RolloutStatus, PhaseMark]):
         sequences = (mark.event_sequence for mark in marks.values())
         if any(sequence is not None and sequence not in _INT64 for sequence in sequences):
             return
-        self._packed = b"".join(map(_packed, marks.values()))
+        statuses = bytes(_STATUS_INDEX[status] for status in marks)
+        self._packed = statuses + b"".join(map(_packed, marks.values()))
         ids = tuple(mark.server_id for mark in marks.values())
         self._ids = ids if any(server_id is not None for server_id in ids) else None
         self._marks = None
@@ -60,20 +68,27 @@ class PhaseMarks(MutableMapping[RolloutStatus, PhaseMark]):
         if marks is not None:
             mark = marks.get(status)
             return None if mark is None else mark.at
-        wanted = _STATUS_INDEX[status]
-        for index, _source, _present, at, _time, _polled, _sequence in _ENTRY.iter_unpack(
-            self._packed
-        ):
-            if index == wanted:
-                return float(at)
-        return None
+        # Found among the status bytes alone: a sort reads this for every finished row.
+        packed = self._packed
+        count = len(packed) // _MARK_BYTES
+        position = packed.find(_STATUS_INDEX[status], 0, count)
+        if position < 0:
+            return None
+        at: float = _unpack_at(packed, count + position * _ENTRY_BYTES + _AT_OFFSET)[0]
+        return at
 
     def times(self) -> list[tuple[RolloutStatus, float]]:
         """Each mark's status and time, in the order they were set."""
         marks = self._marks
         if marks is not None:
             return [(status, mark.at) for status, mark in marks.items()]
-        return [(_STATUSES[entry[0]], entry[3]) for entry in _ENTRY.iter_unpack(self._packed)]
+        return [(_STATUSES[status], entry[2]) for status, entry in self._entries()]
+
+    def _entries(self) -> Iterator[tuple[int, _Entry]]:
+        """Each packed mark's status index and entry, in order."""
+        packed = self._packed
+        count = len(packed) // _MARK_BYTES
+        return zip(packed[:count], _ENTRY.iter_unpack(memoryview(packed)[count:]), strict=True)
 
     def _dict(self) -> dict[RolloutStatus, PhaseMark]:
         marks = self._marks
@@ -81,11 +96,8 @@ class PhaseMarks(MutableMapping[RolloutStatus, PhaseMark]):
             return marks
         ids = self._ids
         return {
-            mark.status: mark
-            for mark in (
-                _unpacked(entry, None if ids is None else ids[position])
-                for position, entry in enumerate(_ENTRY.iter_unpack(self._packed))
-            )
+            _STATUSES[status]: _unpacked(status, entry, None if ids is None else ids[position])
+            for position, (status, entry) in enumerate(self._entries())
         }
 
     def __getitem__(self, status: RolloutStatus) -> PhaseMark:
@@ -113,11 +125,11 @@ class PhaseMarks(MutableMapping[RolloutStatus, PhaseMark]):
         marks = self._marks
         if marks is not None:
             return iter(marks)
-        return (_STATUSES[entry[0]] for entry in _ENTRY.iter_unpack(self._packed))
+        return (_STATUSES[status] for status in self._packed[: len(self)])
 
     def __len__(self) -> int:
         marks = self._marks
-        return len(marks) if marks is not None else len(self._packed) // _ENTRY.size
+        return len(marks) if marks is not None else len(self._packed) // _MARK_BYTES
 
     def __contains__(self, status: object) -> bool:
         marks = self._marks
@@ -145,7 +157,6 @@ def _packed(mark: PhaseMark) -> bytes:
         | (_SEQUENCE if mark.event_sequence is not None else 0)
     )
     return _ENTRY.pack(
-        _STATUS_INDEX[mark.status],
         _SOURCE_INDEX[mark.source],
         present,
         mark.at,
@@ -155,11 +166,8 @@ def _packed(mark: PhaseMark) -> bytes:
     )
 
 
-_Entry = tuple[int, int, int, float, float, float, int]
-
-
-def _unpacked(entry: _Entry, server_id: str | None) -> PhaseMark:
-    status, source, present, at, server_time, polled_at, sequence = entry
+def _unpacked(status: int, entry: _Entry, server_id: str | None) -> PhaseMark:
+    source, present, at, server_time, polled_at, sequence = entry
     return PhaseMark(
         _STATUSES[status],
         at,

@@ -104,8 +104,8 @@ def _in_phase(record: RolloutRecord, _board: RolloutBoard, now: float) -> Any:
 
 
 def _total(record: RolloutRecord, _board: RolloutBoard, now: float) -> Any:
-    end = record.terminal_at if record.terminal_at is not None else now
-    return end - record.submitted_at
+    end = record.terminal_at  # read once: it derives the status
+    return (now if end is None else end) - record.submitted_at
 
 
 def _reward(record: RolloutRecord, _board: RolloutBoard, _now: float) -> Any:
