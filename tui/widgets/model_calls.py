@@ -15,7 +15,8 @@ from tui.widgets.format import money, plain
 
 def model_call_list(activity: ModelActivity, t0: float, now: float) -> RenderableType:
     """The calls, newest first: when, how long, tokens, cost and status, then the texts."""
-    calls = [*[*activity.in_flight.values()][::-1], *activity.recent[::-1]]
+    waiting = list(activity.in_flight.values())
+    calls = [*reversed(waiting), *reversed(activity.recent)]
     if not calls:
         return Text("no model calls (yet)", "dim")
     kept = len(calls)
