@@ -9,7 +9,6 @@ here.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -99,8 +98,7 @@ class ModelActivity:
         recent = self._recent
         if recent is None:
             assert self._spill is not None
-            # Bytes this process wrote to its own unlinked file (`spill_to`): nobody else's.
-            calls: list[ModelCallReport] = pickle.loads(self._spill.get(self._spilled))
+            calls: list[ModelCallReport] = self._spill.get_object(self._spilled)
             return calls
         return recent
 
@@ -111,7 +109,7 @@ class ModelActivity:
         recent = self._recent
         if not recent:
             return
-        key = spill.put(pickle.dumps(recent, protocol=pickle.HIGHEST_PROTOCOL))
+        key = spill.put_object(recent)
         if key is not None:
             self._recent, self._spill, self._spilled = None, spill, key
 

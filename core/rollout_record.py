@@ -16,7 +16,6 @@ source knows.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -237,8 +236,7 @@ class RolloutRecord:
         finished rollout, as a new copy each time."""
         if self._spill is None:
             return self.request
-        # Bytes this process wrote to its own unlinked file (`spill_request`): nobody else's.
-        options: RequestOptions = pickle.loads(self._spill.get(self._spilled_request))
+        options: RequestOptions = self._spill.get_object(self._spilled_request)
         return options
 
     @options.setter
@@ -262,7 +260,7 @@ class RolloutRecord:
         here when the file cannot be written."""
         if self.request is None:
             return
-        key = spill.put(pickle.dumps(self.request, protocol=pickle.HIGHEST_PROTOCOL))
+        key = spill.put_object(self.request)
         if key is not None:
             self._spilled_label = self.request.label
             self.request, self._spill, self._spilled_request = None, spill, key

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import tempfile
 import weakref
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +69,15 @@ class SpillFile:
         if len(data) != length:
             raise OSError(f"the spill file in {self.folder} lost {length - len(data)} bytes")
         return data
+
+    def put_object(self, value: object) -> int | None:
+        """`value` pickled, written as `put` writes bytes (the same key, or None)."""
+        return self.put(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def get_object(self, key: int) -> Any:
+        """What `put_object` wrote under `key`, unpickled: bytes this process wrote to its own
+        unlinked file, nobody else's."""
+        return pickle.loads(self.get(key))
 
     def _open(self) -> int:
         if self._fd is None:

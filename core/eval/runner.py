@@ -120,7 +120,7 @@ class EvalRunner:
         #: Work items whose rollout was admitted and has not ended yet: when each was sent,
         #: by rollout id.
         self.in_flight: dict[str, float] = {}
-        # How long each finished item took (s), sorted: their median says what is overdue.
+        # How long each finished item took (s): their median says what is overdue.
         self._durations = RunningMedian()
         self._requeues: dict[tuple[int, int], int] = {}
         self._stop_dispatch = asyncio.Event()

@@ -21,6 +21,15 @@ def test_what_is_put_reads_back_by_its_key_in_any_order(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_object_put_reads_back_as_an_equal_copy(tmp_path: Path) -> None:
+    spill = SpillFile(tmp_path)
+    calls = [{"role": "user", "content": "What is 6 * 7?"}, ("42", 1.5, None)]
+    key = spill.put_object(calls)
+    assert key is not None
+    copy = spill.get_object(key)
+    assert copy == calls and copy is not calls
+
+
 def test_a_key_of_nothing_written_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(KeyError):
         SpillFile(tmp_path).get(0)
